@@ -1,0 +1,31 @@
+// cohort/cohort.cuh — everything cohort offers, in one include.
+//
+// cohort runs CUDA work across several GPUs: devices, streams and events that know their device,
+// buffers that remember where they live, device groups (real or emulated on one GPU), and the
+// partitioning that splits work over them. Each header below also compiles on its own.
+#pragma once
+
+#include "errors/argument_error.cuh"
+#include "errors/cuda_error.cuh"
+
+#include "devices/device_ref.cuh"
+#include "devices/properties.cuh"
+#include "devices/scoped_device.cuh"
+#include "devices/topology.cuh"
+
+#include "streams/event.cuh"
+#include "streams/event_ref.cuh"
+#include "streams/stream.cuh"
+#include "streams/stream_ref.cuh"
+
+#include "execution/device_group.cuh"
+#include "partitioning/partition.cuh"
+
+#include "memory/device_buffer.cuh"
+#include "memory/distributed_buffer.cuh"
+
+#include "version.cuh"
+
+#if COHORT_WITH_NCCL
+#include "errors/nccl_error.cuh"
+#endif

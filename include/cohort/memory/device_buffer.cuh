@@ -1,0 +1,183 @@
+// cohort/memory/device_buffer.cuh — uninitialized device memory that remembers its device and
+// stream.
+//
+// Allocated stream-ordered (cudaMallocAsync) on the stream it is given, freed on that stream under
+// that stream's device, whatever device is current. Move-only. The stream must outlive the
+// buffer. Copies are enqueued on the buffer's stream and return at once: keep host memory alive
+// and synchronize the stream before reading what a copy wrote.
+//
+//   cohort::stream s(cohort::device_ref{0});
+//   cohort::device_buffer<float> x(n, s);
+//   x.copy_from_host(host_x);               // std::span<const float>, size n
+//   my_kernel<<<g, b, 0, s.native_handle()>>>(x.data(), x.size());
+//   x.copy_to_host(host_x);
+//   s.synchronize();
+#pragma once
+
+#include "../devices/scoped_device.cuh"
+#include "../streams/event.cuh"
+#include "../streams/stream_ref.cuh"
+
+#include <cuda/std/span>
+
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace cohort {
+
+template <class T>
+class device_buffer {
+  static_assert(std::is_trivially_copyable_v<T>,
+                "cohort::device_buffer<T> needs a trivially copyable T: its bytes are copied "
+                "between host and devices without running constructors.");
+  static_assert(!std::is_const_v<T> && !std::is_volatile_v<T>,
+                "cohort::device_buffer<T> needs an unqualified T.");
+
+public:
+  using value_type = T;
+
+  // `count` uninitialized elements on `stream`'s device, allocated in `stream`'s order.
+  device_buffer(std::size_t count, stream_ref stream) : stream_(stream), size_(count) {
+    if (count > std::numeric_limits<std::size_t>::max() / sizeof(T))
+      detail::throw_invalid_argument("device_buffer", "count",
+                                     std::to_string(count) + " elements of " +
+                                         std::to_string(sizeof(T)) +
+                                         " bytes overflow the address space.");
+    detail::require_valid_device(stream.device(), "device_buffer", "stream");
+    if (count == 0) return;
+    scoped_device on(stream.device());
+    void* p = nullptr;
+    cudaError_t status = cudaMallocAsync(&p, size_bytes(), stream.native_handle());
+    if (status == cudaErrorMemoryAllocation) {
+      ignore_cuda_error(status);
+      std::size_t free = 0, total = 0;
+      ignore_cuda_error(cudaMemGetInfo(&free, &total));
+      throw cuda_error(status, "cudaMallocAsync", stream.device().get(),
+                       std::source_location::current(),
+                       "Asked for " + std::to_string(size_bytes()) + " bytes; " +
+                           std::to_string(free) + " of " + std::to_string(total) +
+                           " bytes are free on the device.");
+    }
+    check_cuda(status, "cudaMallocAsync", stream.device().get());
+    data_ = static_cast<T*>(p);
+  }
+
+  device_buffer(device_buffer&& other) noexcept
+      : stream_(other.stream_)
+      , data_(std::exchange(other.data_, nullptr))
+      , size_(std::exchange(other.size_, 0)) {}
+  device_buffer& operator=(device_buffer&& other) noexcept {
+    if (this != &other) {
+      free();
+      stream_ = other.stream_;
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  ~device_buffer() { free(); }
+
+  T* data() noexcept { return data_; }
+  const T* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  bool empty() const noexcept { return size_ == 0; }
+  device_ref device() const noexcept { return stream_.device(); }
+  stream_ref stream() const noexcept { return stream_; }
+
+  // A span usable in device code (libcu++'s cuda::std::span).
+  cuda::std::span<T> span() noexcept { return {data_, size_}; }
+  cuda::std::span<const T> span() const noexcept { return {data_, size_}; }
+
+  // Enqueues a copy of all of `source` (size() elements) into this buffer.
+  void copy_from_host(std::span<const T> source) {
+    require_same_size(source.size(), "copy_from_host", "source");
+    if (empty()) return;
+    scoped_device on(device());
+    check_cuda(cudaMemcpyAsync(data_, source.data(), size_bytes(), cudaMemcpyHostToDevice,
+                               stream_.native_handle()),
+               "cudaMemcpyAsync(host to device)", device().get());
+  }
+
+  // Enqueues a copy of this buffer into all of `target` (size() elements).
+  void copy_to_host(std::span<T> target) const {
+    require_same_size(target.size(), "copy_to_host", "target");
+    if (empty()) return;
+    scoped_device on(device());
+    check_cuda(cudaMemcpyAsync(target.data(), data_, size_bytes(), cudaMemcpyDeviceToHost,
+                               stream_.native_handle()),
+               "cudaMemcpyAsync(device to host)", device().get());
+  }
+
+  // Enqueues a copy of this buffer into `target`, on this or another device (a peer copy, direct
+  // where peer access is enabled, staged by CUDA otherwise). The copy runs on this buffer's stream
+  // after the work already on `target`'s stream, and `target`'s stream waits for it.
+  void copy_to(device_buffer& target) const {
+    require_same_size(target.size(), "copy_to", "target");
+    if (empty()) return;
+    const bool other_stream = !(target.stream_ == stream_);
+    if (other_stream) order_after(target.stream_, stream_);
+    {
+      scoped_device on(device());
+      check_cuda(cudaMemcpyPeerAsync(target.data_, target.device().get(), data_, device().get(),
+                                     size_bytes(), stream_.native_handle()),
+                 "cudaMemcpyPeerAsync(to device " + std::to_string(target.device().get()) + ")",
+                 device().get());
+    }
+    if (other_stream) order_after(stream_, target.stream_);
+  }
+
+  // Enqueues setting every byte to `value` (poisoning outputs in tests, zeroing accumulators).
+  void fill_bytes(unsigned char value) {
+    if (empty()) return;
+    scoped_device on(device());
+    check_cuda(cudaMemsetAsync(data_, value, size_bytes(), stream_.native_handle()),
+               "cudaMemsetAsync", device().get());
+  }
+
+  // Gives up ownership: the caller frees the returned pointer (cudaFreeAsync on stream()).
+  T* release() noexcept {
+    size_ = 0;
+    return std::exchange(data_, nullptr);
+  }
+
+private:
+  void require_same_size(std::size_t other, std::string_view function,
+                         std::string_view argument) const {
+    if (other != size_)
+      detail::throw_invalid_argument(
+          std::string("device_buffer::") + std::string(function), argument,
+          "has " + std::to_string(other) + " elements but the buffer has " +
+              std::to_string(size_) + "; sizes must match.");
+  }
+
+  // `later` waits for the work enqueued so far on `earlier`.
+  static void order_after(stream_ref earlier, stream_ref later) {
+    event mark(earlier.device());
+    mark.record(earlier);
+    later.wait(mark);
+  }
+
+  void free() noexcept {
+    if (data_ == nullptr) return;
+    try {
+      scoped_device on(device());
+      ignore_cuda_error(cudaFreeAsync(data_, stream_.native_handle()));
+    } catch (...) { // scoped_device can throw only when the device is gone; nothing to free then
+    }
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  stream_ref stream_;
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+} // namespace cohort

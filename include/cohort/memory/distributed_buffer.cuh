@@ -1,0 +1,118 @@
+// cohort/memory/distributed_buffer.cuh — one array of n elements spread over a device group.
+//
+// Member i of the group holds the contiguous shard [offset(i), offset(i) + count(i)) of the global
+// index space, as a `device_buffer` allocated on the member's stream. The split is a `partition`
+// (even by default). Each shard's pointer can be used by the other members' kernels once peer
+// access is enabled between them (`device_group::enable_peer_access`).
+//
+//   cohort::device_group group(cohort::devices());
+//   cohort::distributed_buffer<float> x(group, n);          // even split
+//   x.copy_from_host(host_x);                                // enqueued on every member's stream
+//   for (std::size_t i = 0; i < x.shards(); ++i) {
+//     cohort::shard<float> s = x.shard(i);                   // span, offset, device, stream
+//     scale<<<g, b, 0, s.stream.native_handle()>>>(s.data.data(), s.data.size());
+//   }
+//   x.copy_to_host(host_x);
+//   group.synchronize();
+#pragma once
+
+#include "../execution/device_group.cuh"
+#include "../partitioning/partition.cuh"
+#include "device_buffer.cuh"
+
+#include <cuda/std/span>
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+// What one member holds: its elements as a device span, where they sit in the global index space,
+// and the member's device, stream and position (rank) in the group.
+template <class T>
+struct shard {
+  cuda::std::span<T> data;
+  std::size_t offset = 0;
+  device_ref device;
+  stream_ref stream;
+  std::size_t rank = 0;
+};
+
+template <class T>
+class distributed_buffer {
+public:
+  using value_type = T;
+
+  // `n` uninitialized elements split evenly over `group`.
+  distributed_buffer(const device_group& group, std::size_t n)
+      : distributed_buffer(group, partition::even(n, group.size())) {}
+
+  // Elements split over `group` as `split` says; it must have one part per member.
+  distributed_buffer(const device_group& group, partition split) : split_(std::move(split)) {
+    if (split_.parts() != group.size())
+      detail::throw_invalid_argument("distributed_buffer", "split",
+                                     "has " + std::to_string(split_.parts()) +
+                                         " parts but the group has " +
+                                         std::to_string(group.size()) +
+                                         " members; give one part per member.");
+    shards_.reserve(group.size());
+    // If a later shard fails to allocate, the vector's destructor frees the earlier ones.
+    for (std::size_t i = 0; i < group.size(); ++i)
+      shards_.emplace_back(split_.count(i), group.stream(i));
+  }
+
+  std::size_t size() const noexcept { return split_.size(); }
+  std::size_t shards() const noexcept { return shards_.size(); }
+  const partition& split() const noexcept { return split_; }
+
+  cohort::shard<T> shard(std::size_t i) { return view<T>(i); }
+  cohort::shard<const T> shard(std::size_t i) const { return view<const T>(i); }
+
+  // The buffer of member i (to pass to code that takes a device_buffer).
+  device_buffer<T>& local(std::size_t i) { return shards_.at(i); }
+  const device_buffer<T>& local(std::size_t i) const { return shards_.at(i); }
+
+  // Enqueues, on every member's stream, the copy of its slice of `source` (size() elements).
+  void copy_from_host(std::span<const T> source) {
+    require_whole(source.size(), "copy_from_host", "source");
+    for (std::size_t i = 0; i < shards(); ++i)
+      shards_[i].copy_from_host(source.subspan(split_.offset(i), split_.count(i)));
+  }
+
+  // Enqueues, on every member's stream, the copy of its shard into its slice of `target`.
+  void copy_to_host(std::span<T> target) const {
+    require_whole(target.size(), "copy_to_host", "target");
+    for (std::size_t i = 0; i < shards(); ++i)
+      shards_[i].copy_to_host(target.subspan(split_.offset(i), split_.count(i)));
+  }
+
+  // Enqueues setting every byte of every shard to `value`.
+  void fill_bytes(unsigned char value) {
+    for (device_buffer<T>& b : shards_)
+      b.fill_bytes(value);
+  }
+
+private:
+  template <class U>
+  cohort::shard<U> view(std::size_t i) const {
+    const device_buffer<T>& b = shards_.at(i);
+    return cohort::shard<U>{cuda::std::span<U>(const_cast<T*>(b.data()), b.size()),
+                            split_.offset(i), b.device(), b.stream(), i};
+  }
+
+  void require_whole(std::size_t other, std::string_view function,
+                     std::string_view argument) const {
+    if (other != size())
+      detail::throw_invalid_argument(
+          std::string("distributed_buffer::") + std::string(function), argument,
+          "has " + std::to_string(other) + " elements but the buffer has " +
+              std::to_string(size()) + "; sizes must match.");
+  }
+
+  partition split_;
+  std::vector<device_buffer<T>> shards_;
+};
+
+} // namespace cohort

@@ -1,0 +1,91 @@
+// cohort/partitioning/partition.cuh — how `n` items are split over the devices of a group.
+//
+// Pure host code with no CUDA calls, usable on its own. A partition is a list of contiguous,
+// ordered ranges [offset, offset + count) that cover [0, n) exactly once, one range per device.
+//
+//   auto p = cohort::partition::even(10, 3);               // counts 4, 3, 3
+//   auto q = cohort::partition::weighted(10, {1.0, 3.0});  // counts 3, 7 (largest remainder)
+//   for (std::size_t d = 0; d < p.parts(); ++d) use(p.offset(d), p.count(d));
+#pragma once
+
+#include "../errors/argument_error.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+class partition {
+public:
+  // Items as equal as can be: the first n % parts ranges get one more.
+  static partition even(std::size_t n, std::size_t parts) {
+    detail::require_argument(parts > 0, "partition::even", "parts", "must be at least 1.");
+    std::vector<std::size_t> counts(parts, n / parts);
+    for (std::size_t d = 0; d < n % parts; ++d)
+      ++counts[d];
+    return partition(std::move(counts));
+  }
+
+  // Items in proportion to `weights` (each finite and > 0), rounded by largest remainder so the
+  // counts add up to n and no range is off by more than one item from its exact share.
+  static partition weighted(std::size_t n, const std::vector<double>& weights) {
+    detail::require_argument(!weights.empty(), "partition::weighted", "weights",
+                             "must name at least one device.");
+    double total = 0.0;
+    for (std::size_t d = 0; d < weights.size(); ++d) {
+      const double w = weights[d];
+      if (!std::isfinite(w) || !(w > 0.0))
+        detail::throw_invalid_argument(
+            "partition::weighted", "weights",
+            "weight " + std::to_string(d) + " is " + std::to_string(w) +
+                "; every weight must be finite and greater than zero.");
+      total += w;
+    }
+    std::vector<std::size_t> counts(weights.size());
+    std::vector<std::pair<double, std::size_t>> remainders(weights.size());
+    std::size_t given = 0;
+    for (std::size_t d = 0; d < weights.size(); ++d) {
+      // long double keeps n past 2^53 exact enough for the floor to be right.
+      const long double exact = static_cast<long double>(n) * weights[d] / total;
+      counts[d] = static_cast<std::size_t>(std::floor(exact));
+      remainders[d] = {static_cast<double>(exact - static_cast<long double>(counts[d])), d};
+      given += counts[d];
+    }
+    // Hand the leftover items to the largest remainders; ties go to the lower position.
+    std::stable_sort(remainders.begin(), remainders.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (std::size_t k = 0; given < n; ++k, ++given)
+      ++counts[remainders[k % remainders.size()].second];
+    return partition(std::move(counts));
+  }
+
+  // Exactly these counts, in order.
+  static partition from_counts(std::vector<std::size_t> counts) {
+    detail::require_argument(!counts.empty(), "partition::from_counts", "counts",
+                             "must name at least one device.");
+    return partition(std::move(counts));
+  }
+
+  std::size_t parts() const noexcept { return counts_.size(); }
+  std::size_t size() const noexcept { return offsets_.back(); } // the n that was split
+  std::size_t count(std::size_t part) const { return counts_.at(part); }
+  std::size_t offset(std::size_t part) const { return offsets_.at(part); }
+  const std::vector<std::size_t>& counts() const noexcept { return counts_; }
+
+  friend bool operator==(const partition&, const partition&) = default;
+
+private:
+  explicit partition(std::vector<std::size_t> counts) : counts_(std::move(counts)) {
+    offsets_.resize(counts_.size() + 1, 0);
+    std::partial_sum(counts_.begin(), counts_.end(), offsets_.begin() + 1);
+  }
+
+  std::vector<std::size_t> counts_;
+  std::vector<std::size_t> offsets_; // parts() + 1 entries; the last is the total
+};
+
+} // namespace cohort

@@ -1,0 +1,76 @@
+// cohort/streams/stream_ref.cuh — a non-owning view of a CUDA stream that knows its device.
+//
+// Functions that enqueue work take a `stream_ref`; `stream` (stream.cuh) owns one. A ref is never
+// the legacy default stream: constructing one from 0 or nullptr does not compile.
+//
+//   void scale(cohort::stream_ref s, float* x, std::size_t n) {
+//     cohort::scoped_device on(s.device());
+//     scale_kernel<<<blocks, 256, 0, s.native_handle()>>>(x, n);
+//   }
+#pragma once
+
+#include "../devices/device_ref.cuh"
+#include "../devices/scoped_device.cuh"
+
+#include <cstddef>
+
+namespace cohort {
+
+class event_ref;
+
+class stream_ref {
+public:
+  stream_ref(device_ref device, cudaStream_t handle) noexcept : handle_(handle), device_(device) {}
+  // Asks CUDA which device the stream belongs to (CUDA 12.8 and later).
+  explicit stream_ref(cudaStream_t handle) : handle_(handle), device_(0) {
+    int id = 0;
+    check_cuda(cudaStreamGetDevice(handle, &id), "cudaStreamGetDevice");
+    device_ = device_ref(id);
+  }
+  // The legacy default stream synchronizes with everything on its device: refuse it.
+  stream_ref(int) = delete;
+  stream_ref(std::nullptr_t) = delete;
+  stream_ref(device_ref, int) = delete;
+  stream_ref(device_ref, std::nullptr_t) = delete;
+
+  cudaStream_t native_handle() const noexcept { return handle_; }
+  device_ref device() const noexcept { return device_; }
+
+  // Blocks the host until all work enqueued so far is done.
+  void synchronize() const {
+    check_cuda(cudaStreamSynchronize(handle_), "cudaStreamSynchronize", device_.get());
+  }
+  // True when all work enqueued so far is done; never blocks.
+  bool ready() const {
+    cudaError_t status = cudaStreamQuery(handle_);
+    if (status == cudaErrorNotReady) {
+      ignore_cuda_error(status);
+      return false;
+    }
+    check_cuda(status, "cudaStreamQuery", device_.get());
+    return true;
+  }
+  // Work enqueued after this waits for `event`'s last record, which may be on another device.
+  inline void wait(event_ref event) const;
+
+  friend bool operator==(stream_ref a, stream_ref b) noexcept {
+    return a.handle_ == b.handle_ && a.device_ == b.device_;
+  }
+
+protected:
+  cudaStream_t handle_;
+  device_ref device_;
+};
+
+} // namespace cohort
+
+#include "event_ref.cuh"
+
+namespace cohort {
+
+inline void stream_ref::wait(event_ref event) const {
+  check_cuda(cudaStreamWaitEvent(handle_, event.native_handle(), 0), "cudaStreamWaitEvent",
+             device_.get());
+}
+
+} // namespace cohort

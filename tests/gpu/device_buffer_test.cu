@@ -1,0 +1,202 @@
+// device_buffer: allocation on the right device, round trips of random data in every element
+// type, peer copies, sizes 0/1/primes, moves, and the errors a user can cause.
+#include "kernels.cuh"
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+namespace {
+
+struct particle {
+  float x, y, z;
+  int id;
+};
+
+template <class T>
+std::vector<T> random_of(std::size_t n, unsigned seed) {
+  if constexpr (std::is_same_v<T, particle>) {
+    auto f = cohort::testing::random_values<float>(3 * n, seed);
+    auto ids = cohort::testing::random_values<int>(n, seed + 1);
+    std::vector<particle> out(n);
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = {f[3 * i], f[3 * i + 1], f[3 * i + 2], ids[i]};
+    return out;
+  } else if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+    auto f = cohort::testing::random_values<float>(n, seed);
+    std::vector<T> out(n);
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = T(f[i]);
+    return out;
+  } else {
+    return cohort::testing::random_values<T>(n, seed);
+  }
+}
+
+// Bitwise equality: what a copy must preserve, for every type (NaN payloads included).
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+const std::size_t sizes[] = {0, 1, 2, 3, 13, 1021, 65537, 1000003};
+
+} // namespace
+
+TYPE_TO_STRING(particle);
+TYPE_TO_STRING(__half);
+TYPE_TO_STRING(__nv_bfloat16);
+
+static_assert(!std::is_copy_constructible_v<cohort::device_buffer<float>>);
+static_assert(std::is_nothrow_move_constructible_v<cohort::device_buffer<float>>);
+
+TEST_CASE_TEMPLATE("device_buffer round-trips random data", T, float, double, int, __half,
+                   __nv_bfloat16, particle) {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (cohort::device_ref d : cohort::devices()) {
+    cohort::stream s(d);
+    for (std::size_t n : sizes) {
+      CAPTURE(n);
+      const std::vector<T> input = random_of<T>(n, 17 + static_cast<unsigned>(n));
+      cohort::device_buffer<T> buffer(n, s);
+      CHECK(buffer.size() == n);
+      CHECK(buffer.size_bytes() == n * sizeof(T));
+      CHECK(buffer.device() == d);
+      CHECK(buffer.stream() == cohort::stream_ref(s));
+      CHECK(buffer.empty() == (n == 0));
+      if (n > 0) {
+        cudaPointerAttributes attributes{};
+        REQUIRE(cudaPointerGetAttributes(&attributes, buffer.data()) == cudaSuccess);
+        CHECK(attributes.device == d.get());
+        CHECK(attributes.type == cudaMemoryTypeDevice);
+      }
+      std::vector<T> output(n, cohort::testing::poison_value<T>());
+      buffer.copy_from_host(input);
+      buffer.copy_to_host(output);
+      s.synchronize();
+      CHECK(same_bits(input, output));
+    }
+  }
+}
+
+TEST_CASE("device_buffer contents are what a kernel wrote") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  cohort::stream s(d);
+  const std::size_t n = 999983; // prime
+  const auto input = cohort::testing::random_values<int>(n, 5);
+  cohort::device_buffer<int> in(n, s), out(n, s);
+  in.copy_from_host(input);
+  out.fill_bytes(cohort::testing::poison_byte);
+  cohort::testing::launch_add_one(s, in.data(), out.data(), n);
+  std::vector<int> result(n);
+  out.copy_to_host(result);
+  s.synchronize();
+  for (std::size_t i = 0; i < n; ++i)
+    if (result[i] != input[i] + 1) FAIL("element " << i << " is " << result[i]);
+}
+
+TEST_CASE("copy_to copies between buffers on the same and on different devices") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const int last = cohort::device_count() - 1;
+  cohort::stream s0(cohort::device_ref{0}), s1(cohort::device_ref{last});
+  for (std::size_t n : sizes) {
+    CAPTURE(n);
+    const auto input = cohort::testing::random_values<double>(n, 3);
+    cohort::device_buffer<double> a(n, s0), b(n, s1), c(n, s0);
+    a.copy_from_host(input);
+    b.fill_bytes(cohort::testing::poison_byte);
+    c.fill_bytes(cohort::testing::poison_byte);
+    a.copy_to(b); // across devices where there are two, across streams always
+    b.copy_to(c); // and back
+    std::vector<double> from_b(n), from_c(n);
+    b.copy_to_host(from_b);
+    c.copy_to_host(from_c);
+    s1.synchronize();
+    s0.synchronize();
+    CHECK(same_bits(input, from_b));
+    CHECK(same_bits(input, from_c));
+  }
+}
+
+TEST_CASE("copy_to orders the copy after work already on the target's stream") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const int last = cohort::device_count() - 1;
+  cohort::stream s0(cohort::device_ref{0}), s1(cohort::device_ref{last});
+  constexpr std::size_t n = 1 << 16;
+  const auto input = cohort::testing::random_values<int>(n, 9);
+  cohort::device_buffer<int> source(n, s0), target(n, s1);
+  source.copy_from_host(input);
+  // A late write to the target on its own stream must not land after (over) the copy.
+  cohort::testing::launch_write_after_delay(s1, target.data(), n, -1, 3'000'000);
+  source.copy_to(target);
+  std::vector<int> out(n);
+  target.copy_to_host(out);
+  s1.synchronize();
+  CHECK(out == input);
+}
+
+TEST_CASE("moves transfer ownership and the buffer frees under its own device") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const int last = cohort::device_count() - 1;
+  cohort::stream s(cohort::device_ref{last});
+  cohort::device_buffer<float> a(1000, s);
+  float* p = a.data();
+  cohort::device_buffer<float> b(std::move(a));
+  CHECK(a.data() == nullptr);
+  CHECK(a.size() == 0);
+  CHECK(b.data() == p);
+  cohort::device_buffer<float> c(10, s);
+  c = std::move(b);
+  CHECK(c.data() == p);
+  CHECK(c.size() == 1000);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  { cohort::device_buffer<float> gone(std::move(c)); } // freed while device 0 is current
+  int now = -1;
+  REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+  CHECK(now == 0);
+  s.synchronize();
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("sizes that do not match are rejected before any copy") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  cohort::stream s(cohort::device_ref{0});
+  cohort::device_buffer<int> a(10, s), b(11, s);
+  std::vector<int> host(9);
+  CHECK_THROWS_WITH_AS(a.copy_from_host(host),
+                       doctest::Contains("argument 'source': has 9 elements but the buffer has 10"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(a.copy_to_host(host), doctest::Contains("argument 'target'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(a.copy_to(b), doctest::Contains("argument 'target'"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("an allocation larger than the device names the bytes asked and free") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  cohort::stream s(cohort::device_ref{0});
+  const std::size_t total = cohort::properties(cohort::device_ref{0}).total_memory;
+  try {
+    cohort::device_buffer<char> huge(2 * total, s);
+    FAIL("allocating twice the device's memory did not throw");
+  } catch (const cohort::cuda_error& e) {
+    CHECK(e.status() == cudaErrorMemoryAllocation);
+    CHECK(e.device() == 0);
+    const std::string text = e.what();
+    CHECK(text.find("Asked for " + std::to_string(2 * total) + " bytes") != std::string::npos);
+    CHECK(text.find("bytes are free on the device") != std::string::npos);
+  }
+  // The failure leaves the device usable.
+  cohort::device_buffer<int> fine(16, s);
+  s.synchronize();
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK_THROWS_WITH_AS(cohort::device_buffer<double>(~std::size_t{0} / 4, s),
+                       doctest::Contains("overflow the address space"), std::invalid_argument);
+}

@@ -1,0 +1,85 @@
+// Devices, properties, memory info, scoped_device and topology on real GPUs.
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+TEST_CASE("properties describe every visible GPU") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (cohort::device_ref d : cohort::devices()) {
+    const cohort::device_properties p = cohort::properties(d);
+    cudaDeviceProp raw{};
+    REQUIRE(cudaGetDeviceProperties(&raw, d.get()) == cudaSuccess);
+    CHECK(p.name == std::string(raw.name));
+    CHECK(p.major == raw.major);
+    CHECK(p.minor == raw.minor);
+    CHECK(p.multiprocessors == raw.multiProcessorCount);
+    CHECK(p.total_memory == raw.totalGlobalMem);
+    CHECK(p.clock_khz > 0);
+    CHECK(p.memory_bus_width_bits > 0);
+    CHECK(p.peak_memory_bandwidth_bytes_per_s() > 1e9);
+    CHECK(p.pci_bus_id.size() >= 12);
+  }
+}
+
+TEST_CASE("memory_info reports free below total and sees an allocation [serial]") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  const auto before = cohort::memory_info(d);
+  CHECK(before.total == cohort::properties(d).total_memory);
+  CHECK(before.free <= before.total);
+  void* p = nullptr;
+  constexpr std::size_t bytes = std::size_t{1} << 30;
+  {
+    cohort::scoped_device on(d);
+    REQUIRE(cudaMalloc(&p, bytes) == cudaSuccess);
+  }
+  const auto during = cohort::memory_info(d);
+  CHECK(during.free + bytes / 2 < before.free);
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("scoped_device restores the previous device even when the body throws") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const int last = cohort::device_count() - 1;
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  try {
+    cohort::scoped_device on(cohort::device_ref{last});
+    int now = -1;
+    REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+    CHECK(now == last);
+    throw std::runtime_error("body failed");
+  } catch (const std::runtime_error&) {
+  }
+  int now = -1;
+  REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+  CHECK(now == 0);
+}
+
+TEST_CASE("topology of one device is itself") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const auto t = cohort::topology::of({cohort::device_ref{0}});
+  CHECK(t.size() == 1);
+  CHECK(t.link(0, 0).kind == cohort::link_kind::same_device);
+  CHECK(t.fully_connected());
+  CHECK_NOTHROW(cohort::enable_peer_access(cohort::device_ref{0}, cohort::device_ref{0}));
+  CHECK_THROWS_AS(t.link(0, 1), std::invalid_argument);
+}
+
+TEST_CASE("peer access between two GPUs is explicit and idempotent") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  const cohort::device_ref a{0}, b{1};
+  const auto t = cohort::topology::of({a, b});
+  int can = 0;
+  REQUIRE(cudaDeviceCanAccessPeer(&can, 0, 1) == cudaSuccess);
+  CHECK((t.link(0, 1).kind == cohort::link_kind::peer) == (can != 0));
+  if (can != 0) {
+    CHECK_NOTHROW(cohort::enable_peer_access(a, b));
+    CHECK_NOTHROW(cohort::enable_peer_access(a, b)); // twice is fine
+    CHECK_NOTHROW(cohort::enable_peer_access(b, a));
+    CHECK(cudaGetLastError() == cudaSuccess);        // and leaves no error behind
+  } else {
+    CHECK_THROWS_WITH_AS(cohort::enable_peer_access(a, b),
+                         doctest::Contains("device 0 cannot access device 1"),
+                         std::invalid_argument);
+  }
+}

@@ -1,0 +1,106 @@
+// Streams and events: ownership, device, ordering across streams and devices, timing.
+#include "kernels.cuh"
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <type_traits>
+
+static_assert(!std::is_copy_constructible_v<cohort::stream>);
+static_assert(std::is_nothrow_move_constructible_v<cohort::stream>);
+static_assert(!std::is_copy_constructible_v<cohort::event>);
+static_assert(!std::is_constructible_v<cohort::stream_ref, int>);
+static_assert(!std::is_constructible_v<cohort::stream_ref, std::nullptr_t>);
+static_assert(!std::is_constructible_v<cohort::event_ref, cohort::device_ref, std::nullptr_t>);
+static_assert(std::is_convertible_v<cohort::stream&, cohort::stream_ref>);
+
+TEST_CASE("a stream knows its device and leaves the current device alone") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (cohort::device_ref d : cohort::devices()) {
+    REQUIRE(cudaSetDevice(0) == cudaSuccess);
+    cohort::stream s(d);
+    int now = -1;
+    REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+    CHECK(now == 0);
+    CHECK(s.device() == d);
+    CHECK(cohort::stream_ref(s.native_handle()).device() == d); // asked from CUDA
+    unsigned flags = 0;
+    REQUIRE(cudaStreamGetFlags(s.native_handle(), &flags) == cudaSuccess);
+    CHECK(flags == cudaStreamNonBlocking);
+    CHECK(s.ready());
+  }
+}
+
+TEST_CASE("stream move, release and adopt keep exactly one owner") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  cohort::stream a(cohort::device_ref{0});
+  const cudaStream_t handle = a.native_handle();
+  cohort::stream b(std::move(a));
+  CHECK(a.native_handle() == nullptr);
+  CHECK(b.native_handle() == handle);
+  cudaStream_t raw = b.release();
+  CHECK(b.native_handle() == nullptr);
+  cohort::stream c = cohort::stream::adopt(cohort::device_ref{0}, raw);
+  CHECK(c.native_handle() == handle);
+  c.synchronize();
+}
+
+TEST_CASE("an event orders a consumer stream after a producer stream") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const int count = std::min(cohort::device_count(), 2);
+  const cohort::device_ref producer_device{0}, consumer_device{count - 1};
+  cohort::stream producer(producer_device), consumer(consumer_device);
+  constexpr std::size_t n = 1 << 20;
+  cohort::device_buffer<int> data(n, producer);
+  cohort::device_buffer<int> copy(n, consumer);
+  copy.fill_bytes(cohort::testing::poison_byte);
+  consumer.synchronize();
+  if (count == 2 && cohort::link_between(consumer_device, producer_device).kind ==
+                        cohort::link_kind::peer)
+    cohort::enable_peer_access(consumer_device, producer_device);
+  // The producer writes 7 after a delay; without the wait the consumer would read garbage.
+  cohort::testing::launch_write_after_delay(producer, data.data(), n, 7, 2'000'000);
+  cohort::event done(producer_device);
+  done.record(producer);
+  consumer.wait(done);
+  REQUIRE(cudaMemcpyPeerAsync(copy.data(), consumer_device.get(), data.data(),
+                              producer_device.get(), n * sizeof(int),
+                              consumer.native_handle()) == cudaSuccess);
+  std::vector<int> host(n, 0);
+  copy.copy_to_host(host);
+  consumer.synchronize();
+  CHECK(done.ready());
+  CHECK(std::count(host.begin(), host.end(), 7) == static_cast<long>(n));
+  producer.synchronize();
+}
+
+TEST_CASE("recording on a stream of another device is refused before any work") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  cohort::stream s(cohort::device_ref{1});
+  cohort::event e(cohort::device_ref{0});
+  CHECK_THROWS_WITH_AS(e.record(s), doctest::Contains("argument 'stream'"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("timed events measure a delay") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  cohort::stream s(d);
+  cohort::event start(d, cohort::event::timing::on), stop(d, cohort::event::timing::on);
+  cohort::device_buffer<int> x(1024, s);
+  start.record(s);
+  cohort::testing::launch_write_after_delay(s, x.data(), x.size(), 1, 5'000'000);
+  stop.record(s);
+  stop.synchronize();
+  CHECK(stop.ready());
+  const double ms = cohort::elapsed(start, stop).count();
+  CHECK(ms >= 4.0);
+  CHECK(ms < 1000.0);
+  // Events made without timing cannot be timed, and say so.
+  cohort::event a(d), b(d);
+  a.record(s);
+  b.record(s);
+  b.synchronize();
+  CHECK_THROWS_WITH_AS(cohort::elapsed(a, b), doctest::Contains("cudaEventElapsedTime failed"),
+                       cohort::cuda_error);
+}

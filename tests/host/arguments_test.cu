@@ -1,0 +1,50 @@
+// Argument checks that need no GPU, and the zero-device answer on a machine without one.
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+TEST_CASE("an empty device group is rejected") {
+  CHECK_THROWS_WITH_AS(cohort::device_group(std::vector<cohort::device_ref>{}),
+                       doctest::Contains("argument 'devices': the list is empty"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("a device listed twice is rejected and emulation is suggested") {
+  CHECK_THROWS_WITH_AS((cohort::device_group{cohort::device_ref{0}, cohort::device_ref{0}}),
+                       doctest::Contains("device 0 is listed twice (positions 0 and 1)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((cohort::device_group{cohort::device_ref{0}, cohort::device_ref{0}}),
+                       doctest::Contains("device_group::emulated"), std::invalid_argument);
+}
+
+TEST_CASE("an emulated group of zero devices is rejected") {
+  CHECK_THROWS_WITH_AS(cohort::device_group::emulated(cohort::device_ref{0}, 0),
+                       doctest::Contains("argument 'n'"), std::invalid_argument);
+}
+
+TEST_CASE("a device out of range is rejected with the count visible") {
+  const int visible = cohort::device_count();
+  CHECK(visible >= 0);
+  const cohort::device_ref beyond{visible};
+  const std::string expected = "device " + std::to_string(visible) + " is out of range: " +
+                               std::to_string(visible) + " GPU(s) visible";
+  CHECK_THROWS_WITH_AS(cohort::properties(beyond), doctest::Contains(expected.c_str()),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::memory_info(beyond), doctest::Contains(expected.c_str()),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::stream{beyond}, doctest::Contains(expected.c_str()), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::event{beyond}, doctest::Contains(expected.c_str()), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::device_group{beyond}, doctest::Contains(expected.c_str()),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::device_group::emulated(beyond, 2), doctest::Contains(expected.c_str()),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::properties(cohort::device_ref{-1}),
+                       doctest::Contains("device -1 is out of range"), std::invalid_argument);
+}
+
+TEST_CASE("devices() agrees with device_count()") {
+  const auto all = cohort::devices();
+  REQUIRE(static_cast<int>(all.size()) == cohort::device_count());
+  for (std::size_t i = 0; i < all.size(); ++i)
+    CHECK(all[i].get() == static_cast<int>(i));
+}

@@ -1,0 +1,68 @@
+// Partition math against an independent count.
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace {
+
+void check_covers(const cohort::partition& p, std::size_t n, std::size_t parts) {
+  REQUIRE(p.parts() == parts);
+  CHECK(p.size() == n);
+  std::size_t next = 0;
+  for (std::size_t d = 0; d < parts; ++d) {
+    CHECK(p.offset(d) == next);
+    next += p.count(d);
+  }
+  CHECK(next == n);
+}
+
+} // namespace
+
+TEST_CASE("even partition over sizes 0 1 primes and fewer items than parts") {
+  for (std::size_t parts : {1u, 2u, 3u, 4u, 7u, 8u})
+    for (std::size_t n : {0ul, 1ul, 2ul, 3ul, 7ul, 13ul, 97ul, 1000003ul, (1ul << 31) + 11}) {
+      CAPTURE(parts);
+      CAPTURE(n);
+      auto p = cohort::partition::even(n, parts);
+      check_covers(p, n, parts);
+      for (std::size_t d = 0; d < parts; ++d) {
+        // The first n % parts parts get one item more than the rest.
+        CHECK(p.count(d) == n / parts + (d < n % parts ? 1 : 0));
+      }
+    }
+}
+
+TEST_CASE("weighted partition follows the weights within one item") {
+  const std::vector<double> weights{1.0, 3.0, 0.5, 2.25};
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  for (std::size_t n : {0ul, 1ul, 3ul, 11ul, 1009ul, (1ul << 33) + 5}) {
+    CAPTURE(n);
+    auto p = cohort::partition::weighted(n, weights);
+    check_covers(p, n, weights.size());
+    for (std::size_t d = 0; d < weights.size(); ++d) {
+      const double exact = static_cast<double>(n) * weights[d] / total;
+      CHECK(std::fabs(static_cast<double>(p.count(d)) - exact) < 1.0 + 1e-6 * exact);
+    }
+  }
+  CHECK(cohort::partition::weighted(10, {1.0, 3.0}).counts() == std::vector<std::size_t>{3, 7});
+  CHECK(cohort::partition::weighted(9, {1.0, 1.0, 1.0}) == cohort::partition::even(9, 3));
+}
+
+TEST_CASE("bad partitions are rejected with the argument named") {
+  CHECK_THROWS_WITH_AS(cohort::partition::even(10, 0), doctest::Contains("argument 'parts'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::partition::weighted(10, {}), doctest::Contains("argument 'weights'"),
+                       std::invalid_argument);
+  for (double bad : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(cohort::partition::weighted(10, {1.0, bad}),
+                         doctest::Contains("weight 1 is"), std::invalid_argument);
+  }
+  CHECK_THROWS_AS(cohort::partition::from_counts({}), std::invalid_argument);
+  CHECK(cohort::partition::from_counts({2, 0, 5}).offset(2) == 2);
+}

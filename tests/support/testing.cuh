@@ -1,0 +1,83 @@
+// Helpers shared by cohort's tests: skipping where too few GPUs are visible, device groups that
+// fall back to emulation on one GPU, random data and poison values.
+#pragma once
+
+#include <cohort/cohort.cuh>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace cohort::testing {
+
+inline constexpr int skip_exit_code = 77; // ctest's SKIP_RETURN_CODE for every test
+
+inline int& skipped_counter() {
+  static int count = 0;
+  return count;
+}
+inline int skipped_cases() { return skipped_counter(); }
+
+inline void skip(const std::string& reason) {
+  ++skipped_counter();
+  std::printf("SKIPPED: %s\n", reason.c_str());
+  std::fflush(stdout);
+}
+
+// True (after reporting the skip) when fewer than `n` real GPUs are visible.
+inline bool too_few_gpus(int n) {
+  const int visible = device_count();
+  if (visible >= n) return false;
+  skip("needs " + std::to_string(n) + " GPU(s), " + std::to_string(visible) + " visible");
+  return true;
+}
+
+// A group of `n` members: real GPUs where `n` are visible, else emulated on GPU 0 (the caller
+// has already skipped where no GPU is visible).
+inline device_group group_of(std::size_t n) {
+  if (device_count() >= static_cast<int>(n)) {
+    std::vector<device_ref> members;
+    for (std::size_t i = 0; i < n; ++i)
+      members.emplace_back(static_cast<int>(i));
+    return device_group(members);
+  }
+  return device_group::emulated(device_ref{0}, n);
+}
+
+// Random values of T (integers in a small range so sums stay exact; floats in [-1, 1)).
+template <class T>
+std::vector<T> random_values(std::size_t n, unsigned seed) {
+  std::mt19937_64 engine(seed);
+  std::vector<T> values(n);
+  if constexpr (std::is_integral_v<T>) {
+    std::uniform_int_distribution<long long> pick(-1000, 1000);
+    for (T& v : values)
+      v = static_cast<T>(pick(engine));
+  } else {
+    std::uniform_real_distribution<double> pick(-1.0, 1.0);
+    for (T& v : values)
+      v = static_cast<T>(pick(engine));
+  }
+  return values;
+}
+
+// The byte every output is filled with before a run, so unwritten elements show.
+inline constexpr unsigned char poison_byte = 0xA5;
+
+template <class T>
+T poison_value() {
+  T value;
+  std::memset(&value, poison_byte, sizeof value);
+  return value;
+}
+
+} // namespace cohort::testing
+
+// Ends the current test case as skipped unless `n` real GPUs are visible.
+#define COHORT_SKIP_UNLESS_GPUS(n)                                                                 \
+  do {                                                                                             \
+    if (::cohort::testing::too_few_gpus(n)) return;                                                \
+  } while (0)
