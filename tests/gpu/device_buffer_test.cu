@@ -179,7 +179,7 @@ TEST_CASE("sizes that do not match are rejected before any copy") {
                        std::invalid_argument);
 }
 
-TEST_CASE("an allocation larger than the device names the bytes asked and free") {
+TEST_CASE("an allocation larger than the device names the bytes asked and free [serial]") {
   COHORT_SKIP_UNLESS_GPUS(1);
   cohort::stream s(cohort::device_ref{0});
   const std::size_t total = cohort::properties(cohort::device_ref{0}).total_memory;
