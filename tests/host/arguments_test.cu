@@ -48,3 +48,8 @@ TEST_CASE("devices() agrees with device_count()") {
   for (std::size_t i = 0; i < all.size(); ++i)
     CHECK(all[i].get() == static_cast<int>(i));
 }
+
+TEST_CASE("an emulated group with no SM weights is rejected") {
+  CHECK_THROWS_WITH_AS(cohort::device_group::emulated(cohort::device_ref{0}, std::vector<double>{}),
+                       doctest::Contains("argument 'sm_weights'"), std::invalid_argument);
+}

@@ -9,17 +9,21 @@
 //   for (std::size_t i = 0; i < group.size(); ++i) launch_on(group.device(i), group.stream(i));
 //   group.join(main_stream);
 //
-// An *emulated* group runs N logical devices on one physical GPU, each with its own stream, so that
-// multi-GPU code runs and is tested on one GPU. It is always asked for by name and says so:
+// An *emulated* group runs N logical devices on one physical GPU, each with its own stream and,
+// where green contexts exist, its own share of the SMs, so that multi-GPU code runs and is tested
+// on one GPU. It is always asked for by name and says so:
 //
 //   auto group = cohort::device_group::emulated(cohort::device_ref{0}, 4);
 //   assert(group.is_emulated() && group.size() == 4);
+//   auto uneven = cohort::device_group::emulated(cohort::device_ref{0}, {1.0, 3.0}); // 1/4, 3/4 SMs
 //
 // A group is used from one host thread at a time.
 #pragma once
 
 #include "../devices/device_ref.cuh"
+#include "../devices/properties.cuh"
 #include "../devices/topology.cuh"
+#include "sm_partition.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
 
@@ -54,12 +58,24 @@ public:
   device_group(std::initializer_list<device_ref> devices)
       : device_group(std::vector<device_ref>(devices)) {}
 
-  // `n` logical devices on the one physical `device`, each with its own stream.
+  // `n` logical devices on the one physical `device`, each with its own stream and, where green
+  // contexts exist (`sm_partitioning_available`), an equal share of its SMs of its own.
   static device_group emulated(device_ref device, std::size_t n) {
     detail::require_argument(n > 0, "device_group::emulated", "n",
                              "a group needs at least one logical device.");
     detail::require_valid_device(device, "device_group::emulated", "device");
-    return device_group(std::vector<device_ref>(n, device), emulated_tag{});
+    if (!sm_partitioning_available(device))
+      return device_group(std::vector<device_ref>(n, device), {});
+    return device_group(device, detail::split_sms(device, std::vector<double>(n, 1.0)));
+  }
+
+  // One logical device per weight on `device`, each with SMs in proportion to its weight, so that
+  // unequal GPUs can be emulated on one. Needs green contexts; throws where they are missing.
+  static device_group emulated(device_ref device, const std::vector<double>& sm_weights) {
+    detail::require_argument(!sm_weights.empty(), "device_group::emulated", "sm_weights",
+                             "a group needs at least one logical device.");
+    detail::require_valid_device(device, "device_group::emulated", "device");
+    return device_group(device, detail::split_sms(device, sm_weights));
   }
 
   device_group(device_group&&) noexcept = default;
@@ -68,8 +84,16 @@ public:
   device_group& operator=(const device_group&) = delete;
 
   std::size_t size() const noexcept { return devices_.size(); }
-  // True when several members share one physical GPU (made by `emulated`).
+  // True when the members are logical devices on one physical GPU (made by `emulated`).
   bool is_emulated() const noexcept { return emulated_; }
+  // True when each member runs on its own share of the GPU's SMs (an emulated group on a GPU
+  // with green contexts).
+  bool splits_sms() const noexcept { return !sm_shares_.empty(); }
+  // The SMs member `i`'s kernels may run on: its share where SMs are split, else the device's.
+  unsigned sm_count(std::size_t i) const {
+    if (splits_sms()) return sm_shares_.at(i).sm_count();
+    return static_cast<unsigned>(properties(device(i)).multiprocessors);
+  }
   // The physical device of member `i`.
   device_ref device(std::size_t i) const { return devices_.at(i); }
   stream_ref stream(std::size_t i) const { return streams_.at(i); }
@@ -102,18 +126,24 @@ public:
   bool enable_peer_access() const { return enable_peer_access_among(devices_); }
 
 private:
-  struct emulated_tag {};
-  device_group(std::vector<device_ref> devices, emulated_tag)
-      : devices_(std::move(devices)), emulated_(true) {
+  // Emulated, SMs shared: `devices` repeats one device.
+  device_group(std::vector<device_ref> devices, std::vector<detail::sm_share> shares)
+      : devices_(std::move(devices)), emulated_(true), sm_shares_(std::move(shares)) {
     make_streams_and_events();
   }
+  // Emulated, one member per SM share.
+  device_group(device_ref device, std::vector<detail::sm_share> shares)
+      : device_group(std::vector<device_ref>(shares.size(), device), std::move(shares)) {}
 
   void make_streams_and_events() {
     streams_.reserve(size());
     member_events_.reserve(size());
-    for (device_ref d : devices_) {
-      streams_.emplace_back(d);
-      member_events_.emplace_back(d);
+    for (std::size_t i = 0; i < size(); ++i) {
+      if (splits_sms())
+        streams_.push_back(cohort::stream::adopt(devices_[i], sm_shares_[i].make_stream()));
+      else
+        streams_.emplace_back(devices_[i]);
+      member_events_.emplace_back(devices_[i]);
     }
   }
 
@@ -128,6 +158,8 @@ private:
 
   std::vector<device_ref> devices_;
   bool emulated_ = false;
+  // Declared before the streams so that streams made from a share are destroyed first.
+  std::vector<detail::sm_share> sm_shares_;
   std::vector<cohort::stream> streams_;
   std::vector<cohort::event> member_events_;
   std::vector<cohort::event> origin_events_;
