@@ -1,8 +1,9 @@
 // cohort/cohort.cuh — everything cohort offers, in one include.
 //
 // cohort runs CUDA work across several GPUs: devices, streams and events that know their device,
-// buffers that remember where they live, device groups (real or emulated on one GPU), and the
-// partitioning that splits work over them. Each header below also compiles on its own.
+// buffers that remember where they live, device groups (real or emulated on one GPU), the
+// partitioning that splits work over them, and the algorithms that run on them (for_each,
+// reductions). Each header below also compiles on its own.
 #pragma once
 
 #include "errors/argument_error.cuh"
@@ -18,11 +19,21 @@
 #include "streams/stream.cuh"
 #include "streams/stream_ref.cuh"
 
+#include "execution/adaptive_balancer.cuh"
+#include "execution/capability.cuh"
 #include "execution/device_group.cuh"
+#include "execution/on_each.cuh"
+#include "execution/sm_partition.cuh"
+
+#include "partitioning/adaptive_weights.cuh"
 #include "partitioning/partition.cuh"
 
 #include "memory/device_buffer.cuh"
 #include "memory/distributed_buffer.cuh"
+
+#include "algorithms/for_each.cuh"
+#include "algorithms/pending.cuh"
+#include "algorithms/reduce.cuh"
 
 #include "version.cuh"
 

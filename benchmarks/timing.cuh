@@ -1,0 +1,73 @@
+// Timing helpers shared by cohort's benchmarks: event-timed medians over repeated runs after
+// warm-ups, as nccl-tests and METHOD.md do.
+#pragma once
+
+#include <cohort/cohort.cuh>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+namespace bench {
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Median milliseconds of `run` (which enqueues work ordered after `origin` and joins back to it),
+// timed by events on `origin`.
+inline double time_ms(cohort::stream_ref origin, const std::function<void()>& run, int warmups = 3,
+                      int reps = 20) {
+  cohort::event start(origin.device(), cohort::event::timing::on);
+  cohort::event stop(origin.device(), cohort::event::timing::on);
+  for (int i = 0; i < warmups; ++i)
+    run();
+  origin.synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    start.record(origin);
+    run();
+    stop.record(origin);
+    stop.synchronize();
+    ms.push_back(cohort::elapsed(start, stop).count());
+  }
+  return median(ms);
+}
+
+// Median host microseconds per call of `call`, over `calls` back-to-back calls, synchronizing by
+// `sync` every `batch` calls so queues never fill.
+inline double host_us_per_call(const std::function<void()>& call, const std::function<void()>& sync,
+                               int calls = 20000, int batch = 1000) {
+  for (int i = 0; i < batch; ++i)
+    call();
+  sync();
+  std::vector<double> per;
+  for (int done = 0; done < calls; done += batch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < batch; ++i)
+      call();
+    const auto t1 = std::chrono::steady_clock::now();
+    sync();
+    per.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / batch);
+  }
+  return median(per);
+}
+
+inline void print_environment() {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  std::printf("# %d GPU(s); driver API %d.%d; runtime %d.%d\n", cohort::device_count(),
+              driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  for (cohort::device_ref d : cohort::devices()) {
+    const auto p = cohort::properties(d);
+    std::printf("#   GPU %d: %s, %d SMs, %.0f GiB\n", d.get(), p.name.c_str(), p.multiprocessors,
+                p.total_memory / 1073741824.0);
+  }
+}
+
+} // namespace bench

@@ -1,0 +1,100 @@
+// cohort/algorithms/for_each.cuh — call a device function on every element, on every GPU.
+//
+//   // Element form: f(T&) on every element of a distributed buffer, on the device that owns it.
+//   cohort::multi_device_for_each(group, x, [] __device__(float& v) { v *= 2; });
+//
+//   // Index form: f(i) for every global index i in [0, n), split over the group.
+//   cohort::multi_device_for_each_n(group, n, [=] __device__(std::size_t i) { out[i] = i; });
+//   cohort::multi_device_for_each_n(group, n, f, cohort::partition::weighted(n, {1, 3}));
+//   cohort::multi_device_for_each_n(group, n, f, balancer);   // adaptive: see adaptive_balancer
+//
+//   // One device: f(i) for i in [0, n) on a stream.
+//   cohort::for_each_n(stream, n, [=] __device__(std::size_t i) { y[i] = a * x[i] + y[i]; });
+//
+// Every form enqueues on the group's (or the given) streams and returns without waiting; the
+// kernels are CUB's DeviceFor (what thrust::for_each runs), instantiated in the caller's
+// translation unit. `f` may be an extended __device__ lambda or a function object holding state
+// by value. Order it after other streams' work with `group.fork(origin)`.
+#pragma once
+
+#include "../execution/adaptive_balancer.cuh"
+#include "../execution/on_each.cuh"
+
+#include <cub/device/device_for.cuh>
+
+#include <cstddef>
+
+namespace cohort {
+
+namespace detail {
+
+// Turns a member's local index into the global one.
+template <class F>
+struct at_global_index {
+  F f;
+  std::size_t offset;
+  __device__ void operator()(std::size_t local) const { f(offset + local); }
+};
+
+template <class F>
+void bulk(stream_ref stream, std::size_t n, F f, std::string_view what) {
+  if (n == 0) return;
+  check_cuda(cub::DeviceFor::Bulk(n, f, stream.native_handle()), what, stream.device().get());
+}
+
+} // namespace detail
+
+// f(i) for every i in [0, n), on `stream`'s device.
+template <class F>
+void for_each_n(stream_ref stream, std::size_t n, F f) {
+  scoped_device on(stream.device());
+  detail::bulk(stream, n, f, "cub::DeviceFor::Bulk (for_each_n)");
+}
+
+// f(element) for every element of `buffer`, each on the device that owns it.
+template <class T, class F>
+void multi_device_for_each(const device_group& group, distributed_buffer<T>& buffer, F f) {
+  detail::require_buffer_of_group(buffer, group, "multi_device_for_each", "buffer");
+  on_each_shard(buffer, [&](shard<T> s) {
+    if (s.data.empty()) return;
+    check_cuda(cub::DeviceFor::ForEachN(s.data.data(), s.data.size(), f, s.stream.native_handle()),
+               "cub::DeviceFor::ForEachN (multi_device_for_each)", s.device.get());
+  });
+}
+
+// f(i) for every global index i in [0, n), member k taking [split.offset(k), + split.count(k)).
+template <class F>
+void multi_device_for_each_n(const device_group& group, std::size_t n, F f, const partition& split) {
+  detail::require_argument(split.parts() == group.size(), "multi_device_for_each_n", "split",
+                           "has " + std::to_string(split.parts()) + " parts but the group has " +
+                               std::to_string(group.size()) + " members.");
+  detail::require_argument(split.size() == n, "multi_device_for_each_n", "split",
+                           "covers " + std::to_string(split.size()) + " items but n is " +
+                               std::to_string(n) + ".");
+  on_each_member(group, [&](const member& m) {
+    detail::bulk(m.stream, split.count(m.rank), detail::at_global_index<F>{f, split.offset(m.rank)},
+                 "cub::DeviceFor::Bulk (multi_device_for_each_n)");
+  });
+}
+
+// The same, split evenly.
+template <class F>
+void multi_device_for_each_n(const device_group& group, std::size_t n, F f) {
+  multi_device_for_each_n(group, n, f, partition::even(n, group.size()));
+}
+
+// The same, split by `balancer`, which times each member's share on this call and moves work
+// toward the faster members on later calls (never waiting for the timings).
+template <class F>
+void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
+                             adaptive_balancer& balancer) {
+  const partition split = balancer.next_split(group, n);
+  on_each_member(group, [&](const member& m) {
+    balancer.start(m.rank, m.stream);
+    detail::bulk(m.stream, split.count(m.rank), detail::at_global_index<F>{f, split.offset(m.rank)},
+                 "cub::DeviceFor::Bulk (multi_device_for_each_n)");
+    balancer.stop(m.rank, m.stream);
+  });
+}
+
+} // namespace cohort

@@ -1,0 +1,64 @@
+// cohort/algorithms/pending.cuh — a value the GPUs are still computing.
+//
+// Returned by reductions so that they need not block: the host waits only when it asks for the
+// value. Destroying a pending value that was never waited for waits for it (its memory is in use
+// until the GPU is done).
+//
+//   cohort::pending<double> sum = cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{});
+//   ...                      // more work, still asynchronous
+//   double s = sum.wait();   // blocks here, once
+#pragma once
+
+#include "../streams/event.cuh"
+#include "../memory/device_buffer.cuh"
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace cohort {
+
+template <class T>
+class pending {
+public:
+  // `host` is pinned memory the GPU writes the value to before `done` completes; `keep_alive`
+  // holds device memory the computation still uses.
+  pending(T* host, event done, std::vector<device_buffer<unsigned char>> keep_alive)
+      : host_(host), done_(std::move(done)), keep_alive_(std::move(keep_alive)) {}
+
+  pending(pending&& other) noexcept
+      : host_(std::exchange(other.host_, nullptr))
+      , done_(std::move(other.done_))
+      , keep_alive_(std::move(other.keep_alive_)) {}
+  pending& operator=(pending&&) = delete;
+  pending(const pending&) = delete;
+  pending& operator=(const pending&) = delete;
+
+  ~pending() {
+    if (host_ == nullptr) return;
+    try {
+      done_.synchronize();
+    } catch (...) { // a failed computation: nothing to report from a destructor
+    }
+    ignore_cuda_error(cudaFreeHost(host_));
+  }
+
+  // True when the value is ready; never blocks.
+  bool ready() const { return done_.ready(); }
+
+  // Blocks until the value is computed and returns it.
+  T wait() {
+    detail::require_argument(host_ != nullptr, "pending::wait", "this",
+                             "the value was moved away.");
+    done_.synchronize();
+    return *host_;
+  }
+
+private:
+  T* host_;
+  event done_;
+  std::vector<device_buffer<unsigned char>> keep_alive_;
+};
+
+} // namespace cohort

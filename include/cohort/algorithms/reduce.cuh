@@ -1,0 +1,181 @@
+// cohort/algorithms/reduce.cuh — reductions over every GPU of a group.
+//
+// Each member reduces its own part with CUB (cub::DeviceReduce::TransformReduce), then member 0
+// combines the members' results with `op` and `init`. Any associative operator and trivially
+// copyable value type works: the result is op(init, x[0], x[1], ...), with `init` used once.
+// Nothing blocks until `wait()` on the returned `pending`.
+//
+//   auto sum = cohort::multi_device_reduce(group, x, 0.0f, cuda::std::plus<>{});
+//   auto max = cohort::multi_device_transform_reduce(group, x, -INFINITY,
+//                  cuda::maximum<>{}, [] __device__(float v) { return fabsf(v); });
+//   auto dot = cohort::multi_device_transform_reduce_n(group, n, 0.0, cuda::std::plus<>{},
+//                  [=] __device__(std::size_t i) { return double(a[i]) * b[i]; });
+//   float s = sum.wait();
+#pragma once
+
+#include "../execution/on_each.cuh"
+#include "pending.cuh"
+
+#include <cub/device/device_reduce.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+namespace cohort {
+
+namespace detail {
+
+// A value, or nothing: lets each member reduce without `init`, so `init` counts exactly once.
+template <class T>
+struct maybe {
+  T value;
+  bool has;
+};
+
+template <class T, class Transform>
+struct wrap_value {
+  Transform transform;
+  template <class U>
+  __device__ maybe<T> operator()(const U& x) const {
+    return {static_cast<T>(transform(x)), true};
+  }
+};
+
+template <class T, class Op>
+struct combine_maybe {
+  Op op;
+  __device__ maybe<T> operator()(const maybe<T>& a, const maybe<T>& b) const {
+    if (!a.has) return b;
+    if (!b.has) return a;
+    return {static_cast<T>(op(a.value, b.value)), true};
+  }
+};
+
+struct identity {
+  template <class U>
+  __device__ const U& operator()(const U& x) const {
+    return x;
+  }
+};
+
+template <class T, class Op>
+__global__ void combine_members(const maybe<T>* partials, std::size_t count, T init, Op op,
+                                T* result) {
+  T value = init;
+  for (std::size_t k = 0; k < count; ++k)
+    if (partials[k].has) value = static_cast<T>(op(value, partials[k].value));
+  *result = value;
+}
+
+// Member k reduces `input(k)` (an iterator) over `counts[k]` items into slot k of member 0's
+// partials; member 0 then combines them. Returns the pending result.
+template <class T, class Op, class Transform, class InputOf>
+pending<T> reduce_over_members(const device_group& group, const std::vector<std::size_t>& counts,
+                               InputOf input_of, T init, Op op, Transform transform) {
+  static_assert(std::is_trivially_copyable_v<T>,
+                "cohort reductions need a trivially copyable value type.");
+  static_assert(std::is_default_constructible_v<T>,
+                "cohort reductions need a default-constructible value type.");
+  using slot = maybe<T>;
+  const std::size_t n_members = group.size();
+  const stream_ref root = group.stream(0);
+
+  std::vector<device_buffer<unsigned char>> keep;
+  keep.emplace_back(n_members * sizeof(slot), root); // member 0's gathered partials
+  slot* gathered = reinterpret_cast<slot*>(keep[0].data());
+  keep[0].fill_bytes(0); // has = false for members with no items
+  event gathered_ready(root.device());
+  gathered_ready.record(root);
+
+  std::vector<event> member_done;
+  member_done.reserve(n_members);
+  on_each_member(group, [&](const member& m) {
+    member_done.emplace_back(m.device);
+    if (counts[m.rank] == 0) return;
+    // Each member's scratch: its partial, then CUB's temporary storage.
+    std::size_t temp_bytes = 0;
+    auto input = input_of(m.rank);
+    const wrap_value<T, Transform> wrap{transform};
+    const combine_maybe<T, Op> combine{op};
+    const slot none{T{}, false};
+    check_cuda(cub::DeviceReduce::TransformReduce(nullptr, temp_bytes, input, static_cast<slot*>(nullptr),
+                                                  counts[m.rank], combine, wrap, none,
+                                                  m.stream.native_handle()),
+               "cub::DeviceReduce::TransformReduce (size query)", m.device.get());
+    const std::size_t partial_bytes = (sizeof(slot) + 255) / 256 * 256;
+    keep.emplace_back(partial_bytes + temp_bytes, m.stream);
+    unsigned char* base = keep.back().data();
+    slot* partial = reinterpret_cast<slot*>(base);
+    check_cuda(cub::DeviceReduce::TransformReduce(base + partial_bytes, temp_bytes, input, partial,
+                                                  counts[m.rank], combine, wrap, none,
+                                                  m.stream.native_handle()),
+               "cub::DeviceReduce::TransformReduce", m.device.get());
+    // The slot in member 0's gathered array must be initialised before it is overwritten.
+    m.stream.wait(gathered_ready);
+    check_cuda(cudaMemcpyPeerAsync(gathered + m.rank, root.device().get(), partial, m.device.get(),
+                                   sizeof(slot), m.stream.native_handle()),
+               "cudaMemcpyPeerAsync (reduction partial)", m.device.get());
+    member_done.back().record(m.stream);
+  });
+
+  for (const event& e : member_done)
+    root.wait(e);
+  T* host = nullptr;
+  check_cuda(cudaMallocHost(&host, sizeof(T)), "cudaMallocHost (reduction result)",
+             root.device().get());
+  {
+    scoped_device on(root.device());
+    combine_members<<<1, 1, 0, root.native_handle()>>>(gathered, n_members, init, op, host);
+    check_launch("combine_members", root.device().get());
+  }
+  event done(root.device());
+  done.record(root);
+  return pending<T>(host, std::move(done), std::move(keep));
+}
+
+} // namespace detail
+
+// op(init, every element of `buffer`).
+template <class T, class U, class Op>
+pending<T> multi_device_reduce(const device_group& group, const distributed_buffer<U>& buffer,
+                               T init, Op op) {
+  return multi_device_transform_reduce(group, buffer, init, op, detail::identity{});
+}
+
+// op(init, transform(x) for every element x of `buffer`).
+template <class T, class U, class Op, class Transform>
+pending<T> multi_device_transform_reduce(const device_group& group,
+                                         const distributed_buffer<U>& buffer, T init, Op op,
+                                         Transform transform) {
+  detail::require_buffer_of_group(buffer, group, "multi_device_transform_reduce", "buffer");
+  std::vector<std::size_t> counts(group.size());
+  for (std::size_t k = 0; k < group.size(); ++k)
+    counts[k] = buffer.shard(k).data.size();
+  return detail::reduce_over_members(
+      group, counts, [&](std::size_t k) { return buffer.shard(k).data.data(); }, init, op,
+      transform);
+}
+
+// op(init, transform(i) for every global index i in [0, n)), split evenly or by `split`.
+template <class T, class Op, class Transform>
+pending<T> multi_device_transform_reduce_n(const device_group& group, std::size_t n, T init, Op op,
+                                           Transform transform, const partition& split) {
+  detail::require_argument(split.parts() == group.size() && split.size() == n,
+                           "multi_device_transform_reduce_n", "split",
+                           "must have one part per member and cover n items.");
+  return detail::reduce_over_members(
+      group, split.counts(),
+      [&](std::size_t k) { return thrust::counting_iterator<std::size_t>(split.offset(k)); }, init,
+      op, transform);
+}
+
+template <class T, class Op, class Transform>
+pending<T> multi_device_transform_reduce_n(const device_group& group, std::size_t n, T init, Op op,
+                                           Transform transform) {
+  return multi_device_transform_reduce_n(group, n, init, op, transform,
+                                         partition::even(n, group.size()));
+}
+
+} // namespace cohort

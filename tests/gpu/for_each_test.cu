@@ -1,0 +1,195 @@
+// multi_device_for_each and multi_device_for_each_n on real and emulated groups of 1 to 4, every
+// element type, sizes 0, 1, primes, fewer items than members, and past 2^31.
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace {
+
+struct body {
+  float mass;
+  int hits;
+};
+
+struct bump {
+  template <class T>
+  __device__ void operator()(T& v) const {
+    if constexpr (std::is_same_v<T, body>) {
+      v.mass = 2.0f * v.mass + 1.0f;
+      v.hits += 1;
+    } else {
+      v = static_cast<T>(2.0f * static_cast<float>(v) + 1.0f);
+    }
+  }
+};
+
+template <class T>
+std::vector<T> inputs(std::size_t n) {
+  std::vector<T> out(n);
+  const auto f = cohort::testing::random_values<float>(n, 21);
+  for (std::size_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, body>)
+      out[i] = body{f[i], static_cast<int>(i % 1000)};
+    else if constexpr (std::is_integral_v<T>)
+      out[i] = static_cast<T>(static_cast<int>(f[i] * 1000));
+    else
+      out[i] = static_cast<T>(f[i]);
+  }
+  return out;
+}
+
+// The host's answer, computed the same way in float and rounded to T.
+template <class T>
+T reference(T v) {
+  if constexpr (std::is_same_v<T, body>)
+    return body{2.0f * v.mass + 1.0f, v.hits + 1};
+  else
+    return static_cast<T>(2.0f * static_cast<float>(v) + 1.0f);
+}
+
+template <class T>
+bool same(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+const std::size_t sizes[] = {0, 1, 2, 3, 5, 7919, 1000003};
+
+} // namespace
+
+TYPE_TO_STRING(body);
+TYPE_TO_STRING(__half);
+TYPE_TO_STRING(__nv_bfloat16);
+
+TEST_CASE_TEMPLATE("multi_device_for_each applies f to every element once", T, float, double, int,
+                   __half, __nv_bfloat16, body) {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 2u, 3u, 4u}) {
+    auto group = cohort::testing::group_of(members);
+    for (std::size_t n : sizes) {
+      CAPTURE(members);
+      CAPTURE(n);
+      const std::vector<T> in = inputs<T>(n);
+      cohort::distributed_buffer<T> x(group, n);
+      x.copy_from_host(in);
+      cohort::multi_device_for_each(group, x, bump{});
+      std::vector<T> out(n, cohort::testing::poison_value<T>());
+      x.copy_to_host(out);
+      group.synchronize();
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += !same(out[i], reference(in[i]));
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("multi_device_for_each_n sees every global index exactly once") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 2u, 3u, 4u}) {
+    auto group = cohort::testing::group_of(members);
+    for (std::size_t n : sizes) {
+      CAPTURE(members);
+      CAPTURE(n);
+      // Every member writes into one buffer on device 0 (peer access where the GPUs are real).
+      group.enable_peer_access();
+      cohort::stream s(cohort::device_ref{0});
+      cohort::device_buffer<unsigned> hits(n, s);
+      hits.fill_bytes(0);
+      s.synchronize();
+      unsigned* h = hits.data();
+      const auto split = members == 3 ? cohort::partition::weighted(n, {1.0, 2.0, 4.0})
+                                      : cohort::partition::even(n, members);
+      cohort::multi_device_for_each_n(
+          group, n, [=] __device__(std::size_t i) { atomicAdd(h + i, static_cast<unsigned>(i % 7) + 1); },
+          split);
+      group.synchronize();
+      std::vector<unsigned> out(n);
+      hits.copy_to_host(out);
+      s.synchronize();
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += out[i] != i % 7 + 1;
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("multi_device_for_each_n reaches indices past 2^31 [serial]") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  const std::size_t n = (std::size_t{1} << 31) + 12345;
+  cohort::distributed_buffer<unsigned char> x(group, n);
+  x.fill_bytes(cohort::testing::poison_byte);
+  // Each member writes its shard through the shard's pointer, indexed by global index.
+  std::vector<unsigned char*> base(group.size());
+  for (std::size_t k = 0; k < group.size(); ++k)
+    base[k] = x.shard(k).data.data() - x.shard(k).offset; // global index -> address
+  const std::size_t boundary = x.shard(1).offset;
+  unsigned char* low = base[0];
+  unsigned char* high = base[1];
+  cohort::multi_device_for_each_n(group, n, [=] __device__(std::size_t i) {
+    unsigned char* p = i < boundary ? low : high;
+    p[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+  });
+  std::vector<unsigned char> out(n);
+  x.copy_to_host(out);
+  group.synchronize();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    wrong += out[i] != static_cast<unsigned char>((i * 2654435761u) >> 13);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("for_each algorithms reject a buffer of another group and a split that does not fit") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  auto other = cohort::testing::group_of(2);
+  cohort::distributed_buffer<float> x(other, 10);
+  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each(group, x, bump{}),
+                       doctest::Contains("argument 'buffer': shard 0 is not on member 0's stream"),
+                       std::invalid_argument);
+  auto three = cohort::testing::group_of(3);
+  cohort::distributed_buffer<float> y(three, 10);
+  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each(group, y, bump{}),
+                       doctest::Contains("has 3 shards but the group has 2"), std::invalid_argument);
+  auto noop = [] __device__(std::size_t) {};
+  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each_n(group, 10, noop, cohort::partition::even(10, 3)),
+                       doctest::Contains("argument 'split': has 3 parts"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each_n(group, 10, noop, cohort::partition::even(11, 2)),
+                       doctest::Contains("covers 11 items but n is 10"), std::invalid_argument);
+}
+
+TEST_CASE("the adaptive balancer gives the larger SM share more work") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  if (!cohort::sm_partitioning_available(cohort::device_ref{0})) {
+    cohort::testing::skip("needs green contexts to make unequal logical devices");
+    return;
+  }
+  auto group = cohort::device_group::emulated(cohort::device_ref{0}, std::vector<double>{1.0, 3.0});
+  cohort::adaptive_balancer balancer(group, 0.7);
+  const std::size_t n = 1 << 22;
+  cohort::stream s(cohort::device_ref{0});
+  cohort::device_buffer<float> out(n, s);
+  float* o = out.data();
+  for (int call = 0; call < 12; ++call) {
+    // Compute-bound work, so speed follows the SM share.
+    cohort::multi_device_for_each_n(group, n, [=] __device__(std::size_t i) {
+      float v = static_cast<float>(i);
+      for (int k = 0; k < 200; ++k)
+        v = sinf(v) + 1.0f;
+      o[i] = v;
+    }, balancer);
+    group.synchronize(); // lets the balancer read the timings on the next call
+  }
+  const auto& w = balancer.weights();
+  CAPTURE(w[0]);
+  CAPTURE(w[1]);
+  const double expected = static_cast<double>(group.sm_count(1)) / (group.sm_count(0) + group.sm_count(1));
+  CHECK(w[1] == doctest::Approx(expected).epsilon(0.1));
+  // Capability weights see the same split up front.
+  const auto cap = cohort::by_capability(group);
+  CHECK(cap[1] / (cap[0] + cap[1]) == doctest::Approx(expected).epsilon(0.02));
+}
