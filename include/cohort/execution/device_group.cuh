@@ -66,7 +66,7 @@ public:
     detail::require_valid_device(device, "device_group::emulated", "device");
     if (!sm_partitioning_available(device))
       return device_group(std::vector<device_ref>(n, device), {});
-    return device_group(device, detail::split_sms(device, std::vector<double>(n, 1.0)));
+    return from_shares(device, detail::split_sms(device, std::vector<double>(n, 1.0)));
   }
 
   // One logical device per weight on `device`, each with SMs in proportion to its weight, so that
@@ -75,7 +75,7 @@ public:
     detail::require_argument(!sm_weights.empty(), "device_group::emulated", "sm_weights",
                              "a group needs at least one logical device.");
     detail::require_valid_device(device, "device_group::emulated", "device");
-    return device_group(device, detail::split_sms(device, sm_weights));
+    return from_shares(device, detail::split_sms(device, sm_weights));
   }
 
   device_group(device_group&&) noexcept = default;
@@ -131,9 +131,12 @@ private:
       : devices_(std::move(devices)), emulated_(true), sm_shares_(std::move(shares)) {
     make_streams_and_events();
   }
-  // Emulated, one member per SM share.
-  device_group(device_ref device, std::vector<detail::sm_share> shares)
-      : device_group(std::vector<device_ref>(shares.size(), device), std::move(shares)) {}
+  // Emulated, one member per SM share. (The count is read before the shares move: the order in
+  // which a call's arguments are built is unspecified.)
+  static device_group from_shares(device_ref device, std::vector<detail::sm_share> shares) {
+    const std::size_t n = shares.size();
+    return device_group(std::vector<device_ref>(n, device), std::move(shares));
+  }
 
   void make_streams_and_events() {
     streams_.reserve(size());
