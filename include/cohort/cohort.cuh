@@ -29,6 +29,7 @@
 #include "partitioning/partition.cuh"
 
 #include "memory/device_buffer.cuh"
+#include "memory/pinned_slots.cuh"
 #include "memory/distributed_buffer.cuh"
 
 #include "algorithms/for_each.cuh"

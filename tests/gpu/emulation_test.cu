@@ -123,6 +123,12 @@ TEST_CASE("a kernel waiting on another logical device's kernel does not deadlock
   group.stream(0).synchronize();
   {
     cohort::scoped_device on(d);
+    // Load both kernels first: with CUDA's lazy loading, loading a kernel while another one runs
+    // can wait for that one to finish, which would turn this wait into a deadlock of its own.
+    cudaFuncAttributes attributes{};
+    cohort::check_cuda(cudaFuncGetAttributes(&attributes, set_flag), "cudaFuncGetAttributes", d.get());
+    cohort::check_cuda(cudaFuncGetAttributes(&attributes, wait_for_flag), "cudaFuncGetAttributes",
+                       d.get());
     // Far more waiting blocks than member 0's SMs hold: without SM shares they could fill the
     // GPU and keep member 1's setter from ever running.
     wait_for_flag<<<64 * group.sm_count(0), 256, 0, group.stream(0).native_handle()>>>(

@@ -11,6 +11,7 @@
 
 #include "../streams/event.cuh"
 #include "../memory/device_buffer.cuh"
+#include "../memory/pinned_slots.cuh"
 
 #include <memory>
 #include <optional>
@@ -21,9 +22,12 @@ namespace cohort {
 
 template <class T>
 class pending {
+  static_assert(sizeof(T) <= detail::pinned_slots::slot_bytes,
+                "cohort::pending<T> holds values of at most 256 bytes.");
+
 public:
-  // `host` is pinned memory the GPU writes the value to before `done` completes; `keep_alive`
-  // holds device memory the computation still uses.
+  // `host` is a pinned slot (detail::pinned_slots) the GPU writes the value to before `done`
+  // completes; `keep_alive` holds device memory the computation still uses.
   pending(T* host, event done, std::vector<device_buffer<unsigned char>> keep_alive)
       : host_(host), done_(std::move(done)), keep_alive_(std::move(keep_alive)) {}
 
@@ -41,7 +45,7 @@ public:
       done_.synchronize();
     } catch (...) { // a failed computation: nothing to report from a destructor
     }
-    ignore_cuda_error(cudaFreeHost(host_));
+    detail::pinned_slots::instance().give_back(host_);
   }
 
   // True when the value is ready; never blocks.

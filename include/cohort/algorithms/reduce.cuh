@@ -122,16 +122,17 @@ pending<T> reduce_over_members(const device_group& group, const std::vector<std:
 
   for (const event& e : member_done)
     root.wait(e);
-  T* host = nullptr;
-  check_cuda(cudaMallocHost(&host, sizeof(T)), "cudaMallocHost (reduction result)",
-             root.device().get());
-  {
+  event done(root.device());
+  T* host = static_cast<T*>(pinned_slots::instance().take());
+  try {
     scoped_device on(root.device());
     combine_members<<<1, 1, 0, root.native_handle()>>>(gathered, n_members, init, op, host);
     check_launch("combine_members", root.device().get());
+    done.record(root);
+  } catch (...) {
+    pinned_slots::instance().give_back(host); // nothing was enqueued that writes to it
+    throw;
   }
-  event done(root.device());
-  done.record(root);
   return pending<T>(host, std::move(done), std::move(keep));
 }
 
