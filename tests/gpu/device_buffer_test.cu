@@ -200,3 +200,30 @@ TEST_CASE("an allocation larger than the device names the bytes asked and free [
   CHECK_THROWS_WITH_AS(cohort::device_buffer<double>(~std::size_t{0} / 4, s),
                        doctest::Contains("overflow the address space"), std::invalid_argument);
 }
+
+TEST_CASE("after enable_peer_access a kernel reads and writes a buffer on the other GPU") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  const cohort::device_ref a{0}, b{1};
+  if (cohort::link_between(b, a).kind != cohort::link_kind::peer) {
+    cohort::testing::skip("GPUs 0 and 1 have no peer path");
+    return;
+  }
+  cohort::enable_peer_access(b, a);
+  cohort::stream sa(a), sb(b);
+  const std::size_t n = 100003;
+  const auto input = cohort::testing::random_values<int>(n, 8);
+  cohort::device_buffer<int> on_a(n, sa), out_a(n, sa); // stream-ordered pool memory on GPU 0
+  on_a.copy_from_host(input);
+  out_a.fill_bytes(cohort::testing::poison_byte);
+  sa.synchronize();
+  // A kernel on GPU 1 reads GPU 0's buffer and writes GPU 0's other buffer.
+  cohort::testing::launch_add_one(sb, on_a.data(), out_a.data(), n);
+  sb.synchronize();
+  std::vector<int> out(n);
+  out_a.copy_to_host(out);
+  sa.synchronize();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    wrong += out[i] != input[i] + 1;
+  CHECK(wrong == 0);
+}

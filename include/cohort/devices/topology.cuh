@@ -101,8 +101,10 @@ private:
   std::vector<peer_link> links_; // row-major: links_[from * size + to]
 };
 
-// Lets `from` read and write `to`'s memory. Idempotent; throws `std::invalid_argument` naming the
-// pair when the hardware has no peer path (the check happens before any state changes).
+// Lets `from`'s kernels and copies read and write `to`'s memory: both cudaMalloc memory and the
+// stream-ordered pool that device_buffer allocates from. Idempotent; throws
+// `std::invalid_argument` naming the pair when the hardware has no peer path (checked before any
+// state changes).
 inline void enable_peer_access(device_ref from, device_ref to) {
   detail::require_valid_device(from, "enable_peer_access", "from");
   detail::require_valid_device(to, "enable_peer_access", "to");
@@ -116,13 +118,25 @@ inline void enable_peer_access(device_ref from, device_ref to) {
         "device " + std::to_string(from.get()) + " cannot access device " +
             std::to_string(to.get()) +
             "'s memory (no peer path between them); copy through the host instead.");
-  scoped_device on(from);
-  cudaError_t status = cudaDeviceEnablePeerAccess(to.get(), 0);
-  if (status == cudaErrorPeerAccessAlreadyEnabled) {
-    ignore_cuda_error(status);
-    return;
+  {
+    scoped_device on(from);
+    cudaError_t status = cudaDeviceEnablePeerAccess(to.get(), 0);
+    if (status == cudaErrorPeerAccessAlreadyEnabled)
+      ignore_cuda_error(status);
+    else
+      check_cuda(status, "cudaDeviceEnablePeerAccess(" + std::to_string(to.get()) + ")",
+                 from.get());
   }
-  check_cuda(status, "cudaDeviceEnablePeerAccess(" + std::to_string(to.get()) + ")", from.get());
+  // Peer access covers cudaMalloc memory only: memory from the stream-ordered allocator (every
+  // device_buffer) lives in `to`'s memory pool, whose access list must name `from` as well.
+  cudaMemPool_t pool = nullptr;
+  check_cuda(cudaDeviceGetMemPool(&pool, to.get()), "cudaDeviceGetMemPool", to.get());
+  cudaMemAccessDesc access{};
+  access.location.type = cudaMemLocationTypeDevice;
+  access.location.id = from.get();
+  access.flags = cudaMemAccessFlagsProtReadWrite;
+  check_cuda(cudaMemPoolSetAccess(pool, &access, 1),
+             "cudaMemPoolSetAccess(device " + std::to_string(from.get()) + ")", to.get());
 }
 
 // Enables access both ways between every pair of `devices` that has a peer path; returns false
