@@ -41,6 +41,7 @@ step examples build/examples/tour
 
 if ((bench)); then
   step bench build/benchmarks/for_each_bench
+  [[ -x build/benchmarks/nccl_bench ]] && step bench build/benchmarks/nccl_bench
   cat "$out/bench.log"
 fi
 

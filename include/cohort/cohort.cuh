@@ -40,4 +40,11 @@
 
 #if COHORT_WITH_NCCL
 #include "errors/nccl_error.cuh"
+
+#include "communication/bootstrap.cuh"
+#include "communication/clique.cuh"
+#include "communication/collectives.cuh"
+#include "communication/communicator.cuh"
+#include "communication/nccl_traits.cuh"
+#include "communication/unique_id.cuh"
 #endif

@@ -63,6 +63,13 @@ public:
     return partition(std::move(counts));
   }
 
+  // `count` items on every one of `parts` (n = count * parts): each device holds a buffer of its
+  // own of the same size, as collectives over distributed buffers want.
+  static partition replicated(std::size_t count, std::size_t parts) {
+    detail::require_argument(parts > 0, "partition::replicated", "parts", "must be at least 1.");
+    return partition(std::vector<std::size_t>(parts, count));
+  }
+
   // Exactly these counts, in order.
   static partition from_counts(std::vector<std::size_t> counts) {
     detail::require_argument(!counts.empty(), "partition::from_counts", "counts",

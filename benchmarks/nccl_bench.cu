@@ -1,0 +1,168 @@
+// nccl_bench — cohort's NCCL collectives against raw NCCL calls, side by side in one binary, with
+// the method of nccl-tests: one process driving every visible GPU, warm-ups, then `iters`
+// back-to-back calls timed by events on every rank's stream (the slowest rank counts);
+// algbw = bytes / time, busbw = algbw * 2(n-1)/n for all_reduce and (n-1)/n for all_gather and
+// reduce_scatter. Prints Markdown tables; the ratio is cohort's busbw over raw NCCL's.
+// Usage: nccl_bench [max bytes, default 1 GiB]
+#include "timing.cuh"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+struct measurement {
+  double us;
+  double algbw, busbw;
+};
+
+// Median over 5 rounds of the slowest rank's time for `iters` calls of `run`.
+template <class Run>
+double time_us(cohort::device_group& group, Run&& run, int iters) {
+  std::vector<cohort::event> start, stop;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    start.emplace_back(group.device(i), cohort::event::timing::on);
+    stop.emplace_back(group.device(i), cohort::event::timing::on);
+  }
+  for (int w = 0; w < 5; ++w)
+    run();
+  group.synchronize();
+  std::vector<double> rounds;
+  for (int round = 0; round < 5; ++round) {
+    for (std::size_t i = 0; i < group.size(); ++i)
+      start[i].record(group.stream(i));
+    for (int k = 0; k < iters; ++k)
+      run();
+    for (std::size_t i = 0; i < group.size(); ++i)
+      stop[i].record(group.stream(i));
+    double slowest = 0;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      stop[i].synchronize();
+      slowest = std::max(slowest, cohort::elapsed(start[i], stop[i]).count());
+    }
+    rounds.push_back(slowest * 1e3 / iters);
+  }
+  return bench::median(rounds);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (cohort::device_count() == 0) {
+    std::puts("nccl_bench: no GPU visible; nothing to measure.");
+    return 0;
+  }
+  bench::print_environment();
+  int nccl_version = 0;
+  ncclGetVersion(&nccl_version);
+  std::printf("# NCCL %d.%d.%d; NCCL_NVLS_ENABLE=%s; NCCL_P2P_DISABLE=%s; NCCL_SHM_DISABLE=%s\n",
+              nccl_version / 10000, nccl_version / 100 % 100, nccl_version % 100,
+              std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "unset",
+              std::getenv("NCCL_P2P_DISABLE") ? std::getenv("NCCL_P2P_DISABLE") : "unset",
+              std::getenv("NCCL_SHM_DISABLE") ? std::getenv("NCCL_SHM_DISABLE") : "unset");
+  const std::size_t max_bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 0) : (std::size_t{1} << 30);
+  cohort::device_group group(cohort::devices());
+  cohort::clique nccl(group);
+  const std::size_t ranks = group.size();
+  const double bus_factor = ranks > 1 ? 2.0 * (ranks - 1) / ranks : 1.0;
+
+  const std::size_t max_count = max_bytes / sizeof(float);
+  cohort::distributed_buffer<float> send(group, cohort::partition::replicated(max_count, ranks));
+  cohort::distributed_buffer<float> recv(group, cohort::partition::replicated(max_count, ranks));
+  send.fill_bytes(0);
+  recv.fill_bytes(0);
+  group.synchronize();
+
+  std::printf("\n## all_reduce (sum, float), %zu rank(s) in one process\n\n", ranks);
+  std::printf("| bytes | raw in-place us | cohort in-place us | raw busbw GB/s | cohort busbw GB/s | "
+              "ratio | raw out-of-place us | cohort out-of-place us | ratio |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
+    const std::size_t count = bytes / sizeof(float) > 0 ? bytes / sizeof(float) : 1;
+    const int iters = bytes <= (std::size_t{1} << 24) ? 50 : 20;
+    // Views of the first `count` elements of every shard.
+    cohort::distributed_buffer<float>* sb = &send;
+    cohort::distributed_buffer<float>* rb = &recv;
+    auto raw = [&](bool in_place) {
+      cohort::check_nccl(ncclGroupStart(), "ncclGroupStart");
+      for (std::size_t r = 0; r < ranks; ++r) {
+        float* s = sb->shard(r).data.data();
+        float* d = in_place ? s : rb->shard(r).data.data();
+        cohort::check_nccl(ncclAllReduce(s, d, count, ncclFloat32, ncclSum,
+                                         nccl.rank(r).native_handle(),
+                                         group.stream(r).native_handle()),
+                           "ncclAllReduce");
+      }
+      cohort::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    };
+    auto ours = [&](bool in_place) {
+      cohort::nccl_group batch;
+      for (std::size_t r = 0; r < ranks; ++r) {
+        auto s = sb->shard(r).data.first(count);
+        if (in_place)
+          cohort::all_reduce(nccl.rank(r), s, cohort::sum, group.stream(r));
+        else
+          cohort::all_reduce(nccl.rank(r), s, rb->shard(r).data.first(count), cohort::sum,
+                             group.stream(r));
+      }
+      batch.end();
+    };
+    const double raw_in = time_us(group, [&] { raw(true); }, iters);
+    const double ours_in = time_us(group, [&] { ours(true); }, iters);
+    const double raw_out = time_us(group, [&] { raw(false); }, iters);
+    const double ours_out = time_us(group, [&] { ours(false); }, iters);
+    const double b = static_cast<double>(count * sizeof(float));
+    auto busbw = [&](double us) { return b / (us * 1e-6) / 1e9 * bus_factor; };
+    std::printf("| %zu | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f | %.3f |\n", count * sizeof(float),
+                raw_in, ours_in, busbw(raw_in), busbw(ours_in), raw_in / ours_in, raw_out, ours_out,
+                raw_out / ours_out);
+  }
+
+  // all_gather and reduce_scatter at large sizes.
+  std::printf("\n## all_gather and reduce_scatter (float), %zu rank(s)\n\n", ranks);
+  std::printf("| collective | bytes per rank | raw us | cohort us | raw busbw GB/s | cohort busbw GB/s | ratio |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  const double gather_factor = ranks > 1 ? static_cast<double>(ranks - 1) / ranks : 1.0;
+  for (std::size_t bytes = std::size_t{1} << 22; bytes * ranks <= max_bytes; bytes *= 8) {
+    const std::size_t count = bytes / sizeof(float);
+    const double raw_g = time_us(group, [&] {
+      cohort::check_nccl(ncclGroupStart(), "ncclGroupStart");
+      for (std::size_t r = 0; r < ranks; ++r)
+        cohort::check_nccl(ncclAllGather(send.shard(r).data.data(), recv.shard(r).data.data(), count,
+                                         ncclFloat32, nccl.rank(r).native_handle(),
+                                         group.stream(r).native_handle()), "ncclAllGather");
+      cohort::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    }, 20);
+    const double ours_g = time_us(group, [&] {
+      cohort::nccl_group batch;
+      for (std::size_t r = 0; r < ranks; ++r)
+        cohort::all_gather(nccl.rank(r), send.shard(r).data.first(count),
+                           recv.shard(r).data.first(count * ranks), group.stream(r));
+      batch.end();
+    }, 20);
+    const double raw_s = time_us(group, [&] {
+      cohort::check_nccl(ncclGroupStart(), "ncclGroupStart");
+      for (std::size_t r = 0; r < ranks; ++r)
+        cohort::check_nccl(ncclReduceScatter(send.shard(r).data.data(), recv.shard(r).data.data(), count,
+                                             ncclFloat32, ncclSum, nccl.rank(r).native_handle(),
+                                             group.stream(r).native_handle()), "ncclReduceScatter");
+      cohort::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    }, 20);
+    const double ours_s = time_us(group, [&] {
+      cohort::nccl_group batch;
+      for (std::size_t r = 0; r < ranks; ++r)
+        cohort::reduce_scatter(nccl.rank(r), send.shard(r).data.first(count * ranks),
+                               recv.shard(r).data.first(count), cohort::sum, group.stream(r));
+      batch.end();
+    }, 20);
+    const double total = static_cast<double>(bytes) * ranks;
+    auto bw = [&](double us) { return total / (us * 1e-6) / 1e9 * gather_factor; };
+    std::printf("| all_gather | %zu | %.1f | %.1f | %.1f | %.1f | %.3f |\n", bytes, raw_g, ours_g,
+                bw(raw_g), bw(ours_g), raw_g / ours_g);
+    std::printf("| reduce_scatter | %zu | %.1f | %.1f | %.1f | %.1f | %.3f |\n", bytes, raw_s, ours_s,
+                bw(raw_s), bw(ours_s), raw_s / ours_s);
+  }
+  nccl.wait();
+  return 0;
+}

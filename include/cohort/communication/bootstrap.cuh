@@ -1,0 +1,99 @@
+// cohort/communication/bootstrap.cuh — one rank per process, started by mpirun, srun or a
+// torchrun-style launcher, with the NCCL id passed through a file every rank can read.
+//
+//   // mpirun -np 8 ./app /shared/job.id     (or srun, or RANK/WORLD_SIZE/LOCAL_RANK set by hand)
+//   cohort::communicator comm = cohort::bootstrap_from_environment(argv[1]);
+//   cohort::all_reduce(comm, grads.span(), cohort::sum, stream);
+//
+// Rank 0 creates the id and writes it to the file; the others wait for the file. Each process
+// takes GPU (local rank mod visible GPUs). The same program runs across nodes when the file is on
+// a shared file system.
+#pragma once
+
+#include "communicator.cuh"
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace cohort {
+
+struct launch_environment {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+};
+
+namespace detail {
+
+inline std::optional<int> integer_variable(const std::function<const char*(const char*)>& lookup,
+                                           const char* name) {
+  const char* text = lookup(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0)
+    throw_invalid_argument("launch_environment_from", name,
+                           std::string("is '") + text + "', not a whole number.");
+  return static_cast<int>(value);
+}
+
+} // namespace detail
+
+// The rank, world size and local rank a launcher set, tried in this order: RANK/WORLD_SIZE/
+// LOCAL_RANK (torchrun and hand-set), Open MPI's OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID/NTASKS/
+// LOCALID, MPICH's PMI_RANK/PMI_SIZE/MPI_LOCALRANKID. Nothing found: no value.
+inline std::optional<launch_environment>
+launch_environment_from(const std::function<const char*(const char*)>& lookup =
+                            [](const char* name) { return std::getenv(name); }) {
+  struct names {
+    const char *rank, *size, *local;
+  };
+  const names schemes[] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+                           {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+                           {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+                           {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"}};
+  for (const names& n : schemes) {
+    const auto rank = detail::integer_variable(lookup, n.rank);
+    const auto size = detail::integer_variable(lookup, n.size);
+    if (!rank || !size) continue;
+    if (*rank >= *size)
+      detail::throw_invalid_argument("launch_environment_from", n.rank,
+                                     "is " + std::to_string(*rank) + " but " + n.size + " is " +
+                                         std::to_string(*size) + ".");
+    launch_environment env;
+    env.rank = *rank;
+    env.world_size = *size;
+    env.local_rank = detail::integer_variable(lookup, n.local).value_or(*rank);
+    return env;
+  }
+  return std::nullopt;
+}
+
+// This process's rank of the communicator the launcher's environment describes (see above),
+// on GPU (local rank mod visible GPUs). `id_file` is where rank 0 writes the NCCL id and the others
+// read it; `timeout` bounds both the wait for the file and the communicator's creation.
+inline communicator bootstrap_from_environment(const std::string& id_file,
+                                               std::chrono::milliseconds timeout = default_nccl_timeout) {
+  const std::optional<launch_environment> env = launch_environment_from();
+  if (!env)
+    throw std::runtime_error(
+        "cohort::bootstrap_from_environment: no rank in the environment (RANK/WORLD_SIZE, "
+        "OMPI_COMM_WORLD_*, SLURM_PROCID/SLURM_NTASKS or PMI_RANK/PMI_SIZE); start the program "
+        "with mpirun, srun or a launcher that sets them.");
+  const int visible = device_count();
+  if (visible == 0) throw std::runtime_error("cohort::bootstrap_from_environment: no GPU visible.");
+  const device_ref device{env->local_rank % visible};
+  unique_id id;
+  if (env->rank == 0) {
+    id = unique_id::create();
+    id.write_file(id_file);
+  } else {
+    id = unique_id::read_file(id_file, timeout);
+  }
+  return communicator::create(id, env->world_size, env->rank, device, timeout);
+}
+
+} // namespace cohort

@@ -1,0 +1,140 @@
+// cohort/communication/clique.cuh — NCCL over a device group in one process: one rank per member,
+// and collectives over distributed buffers, grouped for you.
+//
+//   cohort::device_group group(cohort::devices());
+//   cohort::clique nccl(group);                                  // ranks 0..n-1 on the members
+//   cohort::distributed_buffer<float> grads(group, cohort::partition::replicated(count, group.size()));
+//   cohort::all_reduce(nccl, grads, cohort::avg);                // every shard: the mean
+//   cohort::broadcast(nccl, weights, /*root*/ 0);
+//
+// Each shard is one rank's buffer, so the shards of a buffer given to a collective must all have
+// the same size (partition::replicated makes such buffers). Work is enqueued on the members'
+// streams and returns at once.
+#pragma once
+
+#include "../memory/distributed_buffer.cuh"
+#include "../execution/on_each.cuh"
+#include "collectives.cuh"
+
+#include <vector>
+
+namespace cohort {
+
+class clique {
+public:
+  explicit clique(const device_group& group, std::chrono::milliseconds timeout = default_nccl_timeout)
+      : group_(&group), ranks_(communicator::create_clique(group, timeout)) {}
+
+  const device_group& group() const noexcept { return *group_; }
+  std::size_t size() const noexcept { return ranks_.size(); }
+  communicator& rank(std::size_t i) { return ranks_.at(i); }
+
+  // Waits (bounded) for every member's stream; aborts every rank and throws on an error or time-out.
+  void wait(std::chrono::milliseconds timeout = default_nccl_timeout) {
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      try {
+        ranks_[i].wait(group_->stream(i), timeout);
+      } catch (...) {
+        for (communicator& c : ranks_)
+          c.abort();
+        throw;
+      }
+    }
+  }
+
+private:
+  const device_group* group_;
+  std::vector<communicator> ranks_;
+};
+
+namespace detail {
+
+template <class T>
+std::size_t equal_shard_count(const distributed_buffer<T>& buffer, const clique& nccl,
+                              std::string_view function, std::string_view argument) {
+  require_buffer_of_group(buffer, nccl.group(), function, argument);
+  const std::size_t count = buffer.shard(0).data.size();
+  for (std::size_t i = 1; i < buffer.shards(); ++i)
+    if (buffer.shard(i).data.size() != count)
+      throw_invalid_argument(function, argument,
+                             "shard " + std::to_string(i) + " has " +
+                                 std::to_string(buffer.shard(i).data.size()) +
+                                 " elements but shard 0 has " + std::to_string(count) +
+                                 "; every rank's buffer must be the same size (make it with "
+                                 "partition::replicated).");
+  return count;
+}
+
+// Runs `call(rank, shard index)` for every member inside one NCCL group.
+template <class F>
+void on_every_rank(clique& nccl, F&& call) {
+  nccl_group batch;
+  for (std::size_t i = 0; i < nccl.size(); ++i)
+    call(nccl.rank(i), i);
+  batch.end();
+}
+
+} // namespace detail
+
+template <class T, class Op>
+void all_reduce(clique& nccl, distributed_buffer<T>& data, Op op) {
+  detail::equal_shard_count(data, nccl, "all_reduce", "data");
+  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
+    all_reduce(c, data.shard(i).data, op, data.shard(i).stream);
+  });
+}
+
+template <class T, class Op>
+void all_reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv, Op op) {
+  const std::size_t count = detail::equal_shard_count(send, nccl, "all_reduce", "send");
+  detail::require_count(detail::equal_shard_count(recv, nccl, "all_reduce", "recv"), count,
+                        "all_reduce", "recv", "per shard, the size of a shard of 'send'");
+  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
+    all_reduce(c, send.shard(i).data, recv.shard(i).data, op, recv.shard(i).stream);
+  });
+}
+
+template <class T>
+void broadcast(clique& nccl, distributed_buffer<T>& data, int root) {
+  detail::equal_shard_count(data, nccl, "broadcast", "data");
+  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
+    broadcast(c, data.shard(i).data, root, data.shard(i).stream);
+  });
+}
+
+template <class T, class Op>
+void reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv, Op op,
+            int root) {
+  const std::size_t count = detail::equal_shard_count(send, nccl, "reduce", "send");
+  detail::require_count(detail::equal_shard_count(recv, nccl, "reduce", "recv"), count, "reduce",
+                        "recv", "per shard, the size of a shard of 'send'");
+  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
+    reduce(c, send.shard(i).data, recv.shard(i).data, op, root, recv.shard(i).stream);
+  });
+}
+
+// recv's shards each get every shard of send, in rank order.
+template <class T>
+void all_gather(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv) {
+  const std::size_t count = detail::equal_shard_count(send, nccl, "all_gather", "send");
+  detail::require_count(detail::equal_shard_count(recv, nccl, "all_gather", "recv"),
+                        count * nccl.size(), "all_gather", "recv",
+                        "per shard, size() times a shard of 'send'");
+  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
+    all_gather(c, send.shard(i).data, recv.shard(i).data, recv.shard(i).stream);
+  });
+}
+
+template <class T, class Op>
+void reduce_scatter(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
+                    Op op) {
+  const std::size_t count = detail::equal_shard_count(recv, nccl, "reduce_scatter", "recv");
+  detail::require_count(detail::equal_shard_count(send, nccl, "reduce_scatter", "send"),
+                        count * nccl.size(), "reduce_scatter", "send",
+                        "per shard, size() times a shard of 'recv'");
+  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
+    reduce_scatter(c, send.shard(i).data, recv.shard(i).data, op, recv.shard(i).stream);
+  });
+}
+
+} // namespace cohort

@@ -1,0 +1,241 @@
+// cohort/communication/collectives.cuh — NCCL collectives over device spans, with arguments checked
+// before anything is enqueued and types and operators checked when the call compiles.
+//
+//   cohort::all_reduce(comm, data, cohort::sum, stream);              // in place
+//   cohort::all_reduce(comm, send, recv, cohort::avg, stream);        // out of place
+//   cohort::broadcast(comm, data, /*root*/ 0, stream);
+//   cohort::all_gather(comm, mine, everyone, stream);                 // everyone: size() * mine
+//   cohort::reduce_scatter(comm, everyone, mine, cohort::max, stream);
+//   cohort::send(comm, data, /*peer*/ 1, stream);  cohort::recv(comm, data, /*peer*/ 0, stream);
+//   { cohort::nccl_group batch; ...several calls...; }                // one NCCL group
+//
+// Data movement (broadcast, all_gather, send, recv) takes any trivially copyable type (its bytes
+// travel as uint8); reductions take NCCL's own types only. Spans are libcu++'s cuda::std::span
+// (a device_buffer's span() or a shard's data). The stream must be on the communicator's device.
+#pragma once
+
+#include "communicator.cuh"
+#include "nccl_traits.cuh"
+
+#include <cuda/std/span>
+
+#include <concepts>
+#include <cstdint>
+#include <type_traits>
+
+namespace cohort {
+
+// Batches the NCCL calls made while it lives into one NCCL group (ncclGroupStart/End), as NCCL
+// needs for several ranks driven from one thread, or to fuse calls. `end()` reports errors; the
+// destructor ends a group left open and swallows what it reports.
+class nccl_group {
+public:
+  nccl_group() { check_nccl(ncclGroupStart(), "ncclGroupStart"); }
+  nccl_group(const nccl_group&) = delete;
+  nccl_group& operator=(const nccl_group&) = delete;
+  ~nccl_group() {
+    if (open_) (void)ncclGroupEnd();
+  }
+  void end() {
+    if (!open_) return;
+    open_ = false;
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+private:
+  bool open_ = true;
+};
+
+namespace detail {
+
+inline void require_stream_of(communicator_ref comm, stream_ref stream, std::string_view function) {
+  if (stream.device() != comm.device())
+    throw_invalid_argument(function, "stream",
+                           "is on device " + std::to_string(stream.device().get()) +
+                               " but the communicator's rank is on device " +
+                               std::to_string(comm.device().get()) + ".");
+}
+
+inline void require_rank(communicator_ref comm, int rank, std::string_view function,
+                         std::string_view argument) {
+  if (rank < 0 || rank >= comm.size())
+    throw_invalid_argument(function, argument,
+                           "rank " + std::to_string(rank) + " is not in [0, " +
+                               std::to_string(comm.size()) + ").");
+}
+
+inline void require_count(std::size_t got, std::size_t expected, std::string_view function,
+                          std::string_view argument, std::string_view why) {
+  if (got != expected)
+    throw_invalid_argument(function, argument,
+                           "has " + std::to_string(got) + " elements; expected " +
+                               std::to_string(expected) + " (" + std::string(why) + ").");
+}
+
+// Out-of-place calls may not have buffers that partly overlap (the same start is in place).
+template <class A, class B>
+void require_apart_or_same(const A* a, std::size_t a_bytes, const B* b, std::size_t b_bytes,
+                           std::string_view function) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  if (x == y || a_bytes == 0 || b_bytes == 0) return;
+  if (x < y + b_bytes && y < x + a_bytes)
+    throw_invalid_argument(function, "recv",
+                           "overlaps 'send' without starting at the same address; use the "
+                           "in-place form or separate buffers.");
+}
+
+// NCCL's type and count for T's elements: NCCL's own type, else T's bytes as uint8.
+template <class T>
+struct wire {
+  static constexpr ncclDataType_t type = ncclUint8;
+  static constexpr std::size_t per_element = sizeof(T);
+};
+template <class T>
+  requires nccl_element<T>
+struct wire<T> {
+  static constexpr ncclDataType_t type = nccl_type_v<T>;
+  static constexpr std::size_t per_element = 1;
+};
+
+template <class T>
+constexpr void require_movable() {
+  static_assert(std::is_trivially_copyable_v<T>,
+                "NCCL moves bytes: the element type must be trivially copyable.");
+}
+
+inline void check_call(ncclResult_t result, std::string_view call, communicator_ref comm) {
+  if (result == ncclInProgress) { // a non-blocking communicator finishes the enqueue later
+    detail::wait_until_done(comm.native_handle(), std::chrono::steady_clock::now() + default_nccl_timeout,
+                            call, comm.device().get(), comm.rank(), comm.size(),
+                            default_nccl_timeout);
+    return;
+  }
+  check_nccl(result, call, comm.device().get(), comm.rank());
+}
+
+} // namespace detail
+
+// recv[i] = op over ranks of send[i]. send and recv have the same size on every rank.
+template <class S, class T, class Op>
+  requires std::same_as<std::remove_const_t<S>, T>
+void all_reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
+                [[maybe_unused]] Op op, stream_ref stream) {
+  constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
+  detail::require_stream_of(comm, stream, "all_reduce");
+  detail::require_count(recv.size(), send.size(), "all_reduce", "recv", "the size of 'send'");
+  detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
+                                "all_reduce");
+  scoped_device on(comm.device());
+  detail::check_call(ncclAllReduce(send.data(), recv.data(), send.size(), nccl_type_v<T>, nccl,
+                                   comm.native_handle(), stream.native_handle()),
+                     "ncclAllReduce", comm);
+}
+template <class T, class Op>
+void all_reduce(communicator_ref comm, cuda::std::span<T> data, Op op, stream_ref stream) {
+  all_reduce(comm, cuda::std::span<const T>(data), data, op, stream);
+}
+
+// recv = op over ranks of send, on `root` only (recv is ignored elsewhere but must fit).
+template <class S, class T, class Op>
+  requires std::same_as<std::remove_const_t<S>, T>
+void reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
+            [[maybe_unused]] Op op, int root, stream_ref stream) {
+  constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
+  detail::require_stream_of(comm, stream, "reduce");
+  detail::require_rank(comm, root, "reduce", "root");
+  detail::require_count(recv.size(), send.size(), "reduce", "recv", "the size of 'send'");
+  detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
+                                "reduce");
+  scoped_device on(comm.device());
+  detail::check_call(ncclReduce(send.data(), recv.data(), send.size(), nccl_type_v<T>, nccl, root,
+                                comm.native_handle(), stream.native_handle()),
+                     "ncclReduce", comm);
+}
+
+// Every rank's recv = root's send.
+template <class S, class T>
+  requires std::same_as<std::remove_const_t<S>, T>
+void broadcast(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv, int root,
+               stream_ref stream) {
+  detail::require_movable<T>();
+  detail::require_stream_of(comm, stream, "broadcast");
+  detail::require_rank(comm, root, "broadcast", "root");
+  detail::require_count(recv.size(), send.size(), "broadcast", "recv", "the size of 'send'");
+  detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
+                                "broadcast");
+  using w = detail::wire<T>;
+  scoped_device on(comm.device());
+  detail::check_call(ncclBroadcast(send.data(), recv.data(), send.size() * w::per_element, w::type,
+                                   root, comm.native_handle(), stream.native_handle()),
+                     "ncclBroadcast", comm);
+}
+template <class T>
+void broadcast(communicator_ref comm, cuda::std::span<T> data, int root, stream_ref stream) {
+  broadcast(comm, cuda::std::span<const T>(data), data, root, stream);
+}
+
+// recv = every rank's send, in rank order: recv.size() == size() * send.size().
+template <class S, class T>
+  requires std::same_as<std::remove_const_t<S>, T>
+void all_gather(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
+                stream_ref stream) {
+  detail::require_movable<T>();
+  detail::require_stream_of(comm, stream, "all_gather");
+  detail::require_count(recv.size(), send.size() * comm.size(), "all_gather", "recv",
+                        "size() times the size of 'send'");
+  // In place is send == recv + rank * count; any other overlap is an error.
+  if (send.data() != recv.data() + send.size() * comm.rank())
+    detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
+                                  "all_gather");
+  using w = detail::wire<T>;
+  scoped_device on(comm.device());
+  detail::check_call(ncclAllGather(send.data(), recv.data(), send.size() * w::per_element, w::type,
+                                   comm.native_handle(), stream.native_handle()),
+                     "ncclAllGather", comm);
+}
+
+// recv = op over ranks of this rank's block of send: send.size() == size() * recv.size().
+template <class S, class T, class Op>
+  requires std::same_as<std::remove_const_t<S>, T>
+void reduce_scatter(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
+                    [[maybe_unused]] Op op, stream_ref stream) {
+  constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
+  detail::require_stream_of(comm, stream, "reduce_scatter");
+  detail::require_count(send.size(), recv.size() * comm.size(), "reduce_scatter", "send",
+                        "size() times the size of 'recv'");
+  if (recv.data() != send.data() + recv.size() * comm.rank())
+    detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
+                                  "reduce_scatter");
+  scoped_device on(comm.device());
+  detail::check_call(ncclReduceScatter(send.data(), recv.data(), recv.size(), nccl_type_v<T>, nccl,
+                                       comm.native_handle(), stream.native_handle()),
+                     "ncclReduceScatter", comm);
+}
+
+// Point to point: pair every send with the peer's recv of the same size (inside an nccl_group
+// when one thread drives both ends, or to overlap several).
+template <class S>
+void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref stream) {
+  using T = std::remove_const_t<S>;
+  detail::require_movable<T>();
+  detail::require_stream_of(comm, stream, "send");
+  detail::require_rank(comm, peer, "send", "peer");
+  using w = detail::wire<T>;
+  scoped_device on(comm.device());
+  detail::check_call(ncclSend(data.data(), data.size() * w::per_element, w::type, peer,
+                              comm.native_handle(), stream.native_handle()),
+                     "ncclSend", comm);
+}
+template <class T>
+void recv(communicator_ref comm, cuda::std::span<T> data, int peer, stream_ref stream) {
+  detail::require_movable<T>();
+  detail::require_stream_of(comm, stream, "recv");
+  detail::require_rank(comm, peer, "recv", "peer");
+  using w = detail::wire<T>;
+  scoped_device on(comm.device());
+  detail::check_call(ncclRecv(data.data(), data.size() * w::per_element, w::type, peer,
+                              comm.native_handle(), stream.native_handle()),
+                     "ncclRecv", comm);
+}
+
+} // namespace cohort

@@ -1,0 +1,90 @@
+// The NCCL layer's host side: type and operator traits, the id's text and file forms, and the
+// launcher environments.
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include <unistd.h>
+
+static_assert(cohort::nccl_type_v<float> == ncclFloat32);
+static_assert(cohort::nccl_type_v<double> == ncclFloat64);
+static_assert(cohort::nccl_type_v<__half> == ncclFloat16);
+static_assert(cohort::nccl_type_v<__nv_bfloat16> == ncclBfloat16);
+static_assert(cohort::nccl_type_v<int> == ncclInt32);
+static_assert(cohort::nccl_type_v<unsigned long long> == ncclUint64);
+static_assert(cohort::nccl_type_v<const std::int8_t> == ncclInt8);
+static_assert(cohort::nccl_element<float> && !cohort::nccl_element<bool>);
+static_assert(cohort::detail::nccl_op<float, cohort::sum_t>() == ncclSum);
+static_assert(cohort::detail::nccl_op<float, cuda::std::plus<>>() == ncclSum);
+static_assert(cohort::detail::nccl_op<int, cuda::maximum<>>() == ncclMax);
+static_assert(cohort::detail::nccl_op<double, cohort::avg_t>() == ncclAvg);
+
+namespace {
+
+ncclUniqueId fake_id() {
+  ncclUniqueId id{};
+  for (std::size_t k = 0; k < sizeof id.internal; ++k)
+    id.internal[k] = static_cast<char>((k * 37 + 11) & 0xff);
+  return id;
+}
+
+auto lookup_in(const std::map<std::string, std::string>& env) {
+  return [env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+} // namespace
+
+TEST_CASE("a unique id survives hex text and a file") {
+  const auto id = cohort::unique_id::from_native(fake_id());
+  const std::string hex = id.to_hex();
+  CHECK(hex.size() == 2 * sizeof(ncclUniqueId::internal));
+  CHECK(std::memcmp(cohort::unique_id::from_hex(hex).native().internal, fake_id().internal,
+                    sizeof(ncclUniqueId::internal)) == 0);
+  const std::string path = "cohort_test_unique_id_" + std::to_string(::getpid());
+  id.write_file(path);
+  const auto back = cohort::unique_id::read_file(path, std::chrono::milliseconds(100));
+  CHECK(back.to_hex() == hex);
+  std::remove(path.c_str());
+  CHECK_THROWS_WITH_AS(cohort::unique_id::from_hex("abc"), doctest::Contains("argument 'text'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::unique_id::from_hex(std::string(hex.size(), 'z')),
+                       doctest::Contains("not a hex digit"), std::invalid_argument);
+}
+
+TEST_CASE("reading an id that never appears times out with advice") {
+  CHECK_THROWS_WITH_AS(cohort::unique_id::read_file("no/such/cohort.id", std::chrono::milliseconds(50)),
+                       doctest::Contains("did not appear within 50 ms"), std::runtime_error);
+}
+
+TEST_CASE("launch environments of torchrun, Open MPI, Slurm and MPICH are read") {
+  auto torchrun = cohort::launch_environment_from(
+      lookup_in({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}}));
+  REQUIRE(torchrun);
+  CHECK(torchrun->rank == 3);
+  CHECK(torchrun->world_size == 8);
+  CHECK(torchrun->local_rank == 1);
+  auto ompi = cohort::launch_environment_from(lookup_in(
+      {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}));
+  REQUIRE(ompi);
+  CHECK(ompi->rank == 1);
+  CHECK(ompi->world_size == 2);
+  auto slurm = cohort::launch_environment_from(
+      lookup_in({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "5"}}));
+  REQUIRE(slurm);
+  CHECK(slurm->world_size == 16);
+  auto mpich = cohort::launch_environment_from(lookup_in({{"PMI_RANK", "0"}, {"PMI_SIZE", "4"}}));
+  REQUIRE(mpich);
+  CHECK(mpich->local_rank == 0);
+  CHECK_FALSE(cohort::launch_environment_from(lookup_in({})));
+  CHECK_THROWS_WITH_AS(cohort::launch_environment_from(lookup_in({{"RANK", "x"}, {"WORLD_SIZE", "2"}})),
+                       doctest::Contains("argument 'RANK'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::launch_environment_from(lookup_in({{"RANK", "2"}, {"WORLD_SIZE", "2"}})),
+                       doctest::Contains("is 2 but WORLD_SIZE is 2"), std::invalid_argument);
+}
