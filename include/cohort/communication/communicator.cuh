@@ -129,8 +129,8 @@ public:
     if (group.is_emulated() && group.size() > 1)
       detail::throw_invalid_argument(
           "communicator::create_clique", "group",
-          "is emulated: NCCL refuses two ranks on one GPU. Use cohort's peer-to-peer engine on "
-          "emulated groups, or a group of distinct GPUs.");
+          "is emulated: NCCL refuses two ranks on one GPU. Make the clique over a group of "
+          "distinct GPUs.");
     const int size = static_cast<int>(group.size());
     const unique_id id = unique_id::create();
     const auto deadline = std::chrono::steady_clock::now() + timeout;

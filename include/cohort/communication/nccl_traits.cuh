@@ -108,9 +108,10 @@ template <class T>
 constexpr void require_nccl_element() {
   static_assert(nccl_element<T>,
                 "NCCL cannot carry this element type: it moves only its built-in types (int8, "
-                "uint8, int32, uint32, int64, uint64, half, bfloat16, float, double, fp8). Reduce "
-                "user-defined types with cohort's peer-to-peer engine, or send their bytes as "
-                "uint8 with broadcast/all_gather/send.");
+                "uint8, int32, uint32, int64, uint64, half, bfloat16, float, double, fp8). "
+                "broadcast, all_gather, send and recv move any trivially copyable type as bytes; "
+                "reductions of user-defined types need cohort's peer-to-peer engine (not yet "
+                "available) or multi_device_reduce for a single value.");
 }
 
 template <class T, class Op>
@@ -119,7 +120,8 @@ constexpr ncclRedOp_t nccl_op() {
   static_assert(nccl_op_of<std::remove_cvref_t<Op>>::known,
                 "NCCL cannot reduce with this operator: it has only sum, prod, min, max and avg "
                 "(cohort::sum, ..., or cuda::std::plus<>, multiplies<>, cuda::minimum<>, "
-                "cuda::maximum<>). Use cohort's peer-to-peer engine for other operators.");
+                "cuda::maximum<>). Other operators need cohort's peer-to-peer engine (not yet "
+                "available) or multi_device_reduce for a single value.");
   return nccl_op_of<std::remove_cvref_t<Op>>::op;
 }
 
