@@ -63,8 +63,17 @@ int main(int argc, char** argv) {
               std::getenv("NCCL_SHM_DISABLE") ? std::getenv("NCCL_SHM_DISABLE") : "unset");
   const std::size_t max_bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 0) : (std::size_t{1} << 30);
   cohort::device_group group(cohort::devices());
-  cohort::clique nccl(group);
+  cohort::clique nccl(group); // cohort's communicators: non-blocking, with time-outs
   const std::size_t ranks = group.size();
+  // The baseline: what a user of raw NCCL writes, blocking communicators from ncclCommInitAll.
+  std::vector<ncclComm_t> raw_comms(ranks);
+  {
+    std::vector<int> ids;
+    for (cohort::device_ref d : group.devices())
+      ids.push_back(d.get());
+    cohort::check_nccl(ncclCommInitAll(raw_comms.data(), static_cast<int>(ranks), ids.data()),
+                       "ncclCommInitAll");
+  }
   const double bus_factor = ranks > 1 ? 2.0 * (ranks - 1) / ranks : 1.0;
 
   const std::size_t max_count = max_bytes / sizeof(float);
@@ -90,7 +99,7 @@ int main(int argc, char** argv) {
         float* s = sb->shard(r).data.data();
         float* d = in_place ? s : rb->shard(r).data.data();
         cohort::check_nccl(ncclAllReduce(s, d, count, ncclFloat32, ncclSum,
-                                         nccl.rank(r).native_handle(),
+                                         raw_comms[r],
                                          group.stream(r).native_handle()),
                            "ncclAllReduce");
       }
@@ -130,7 +139,7 @@ int main(int argc, char** argv) {
       cohort::check_nccl(ncclGroupStart(), "ncclGroupStart");
       for (std::size_t r = 0; r < ranks; ++r)
         cohort::check_nccl(ncclAllGather(send.shard(r).data.data(), recv.shard(r).data.data(), count,
-                                         ncclFloat32, nccl.rank(r).native_handle(),
+                                         ncclFloat32, raw_comms[r],
                                          group.stream(r).native_handle()), "ncclAllGather");
       cohort::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
     }, 20);
@@ -145,7 +154,7 @@ int main(int argc, char** argv) {
       cohort::check_nccl(ncclGroupStart(), "ncclGroupStart");
       for (std::size_t r = 0; r < ranks; ++r)
         cohort::check_nccl(ncclReduceScatter(send.shard(r).data.data(), recv.shard(r).data.data(), count,
-                                             ncclFloat32, ncclSum, nccl.rank(r).native_handle(),
+                                             ncclFloat32, ncclSum, raw_comms[r],
                                              group.stream(r).native_handle()), "ncclReduceScatter");
       cohort::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
     }, 20);
@@ -164,5 +173,8 @@ int main(int argc, char** argv) {
                 bw(raw_s), bw(ours_s), raw_s / ours_s);
   }
   nccl.wait();
+  group.synchronize();
+  for (ncclComm_t c : raw_comms)
+    ncclCommDestroy(c);
   return 0;
 }

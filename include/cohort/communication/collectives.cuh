@@ -22,28 +22,64 @@
 #include <concepts>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 namespace cohort {
 
 // Batches the NCCL calls made while it lives into one NCCL group (ncclGroupStart/End), as NCCL
 // needs for several ranks driven from one thread, or to fuse calls. `end()` reports errors; the
 // destructor ends a group left open and swallows what it reports.
+//
+// cohort's communicators are non-blocking (so that nothing can hang): when NCCL answers a group
+// with ncclInProgress, `end()` waits, bounded by each communicator's time-out, until NCCL has taken
+// every operation of the group, as NCCL requires before a communicator is used again.
 class nccl_group {
 public:
-  nccl_group() { check_nccl(ncclGroupStart(), "ncclGroupStart"); }
+  nccl_group() : outer_(current()) {
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    current() = this;
+  }
   nccl_group(const nccl_group&) = delete;
   nccl_group& operator=(const nccl_group&) = delete;
   ~nccl_group() {
-    if (open_) (void)ncclGroupEnd();
+    if (!open_) return;
+    try {
+      end();
+    } catch (...) { // destructors never throw; call end() to see the error
+    }
   }
+
   void end() {
     if (!open_) return;
     open_ = false;
-    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    current() = outer_;
+    const ncclResult_t result = ncclGroupEnd();
+    if (result != ncclSuccess && result != ncclInProgress) check_nccl(result, "ncclGroupEnd");
+    if (outer_ != nullptr) { // nested: the outermost group waits for everything
+      for (const communicator_ref& c : used_)
+        outer_->used_.push_back(c);
+      return;
+    }
+    for (const communicator_ref& c : used_)
+      detail::wait_until_taken(c, "ncclGroupEnd");
+  }
+
+  // Called by cohort's collectives: `comm` takes part in the group open on this thread, if any.
+  static bool note(communicator_ref comm) {
+    if (current() == nullptr) return false;
+    current()->used_.push_back(comm);
+    return true;
   }
 
 private:
+  static nccl_group*& current() {
+    thread_local nccl_group* open = nullptr;
+    return open;
+  }
+
+  nccl_group* outer_;
   bool open_ = true;
+  std::vector<communicator_ref> used_;
 };
 
 namespace detail {
@@ -103,14 +139,12 @@ constexpr void require_movable() {
                 "NCCL moves bytes: the element type must be trivially copyable.");
 }
 
+// After a call on a non-blocking communicator: inside an nccl_group the group's end waits for it;
+// alone, an ncclInProgress answer is waited out here (bounded by the communicator's time-out).
 inline void check_call(ncclResult_t result, std::string_view call, communicator_ref comm) {
-  if (result == ncclInProgress) { // a non-blocking communicator finishes the enqueue later
-    detail::wait_until_done(comm.native_handle(), std::chrono::steady_clock::now() + default_nccl_timeout,
-                            call, comm.device().get(), comm.rank(), comm.size(),
-                            default_nccl_timeout);
-    return;
-  }
-  check_nccl(result, call, comm.device().get(), comm.rank());
+  if (result != ncclSuccess && result != ncclInProgress)
+    check_nccl(result, call, comm.device().get(), comm.rank());
+  if (!nccl_group::note(comm) && result == ncclInProgress) wait_until_taken(comm, call);
 }
 
 } // namespace detail

@@ -40,20 +40,25 @@ inline constexpr std::chrono::milliseconds default_nccl_timeout{std::chrono::min
 
 class communicator_ref {
 public:
-  communicator_ref(ncclComm_t handle, int rank, int size, device_ref device) noexcept
-      : handle_(handle), rank_(rank), size_(size), device_(device) {}
+  communicator_ref(ncclComm_t handle, int rank, int size, device_ref device,
+                   std::chrono::milliseconds timeout = default_nccl_timeout) noexcept
+      : handle_(handle), rank_(rank), size_(size), device_(device), timeout_(timeout) {}
   communicator_ref(std::nullptr_t, int, int, device_ref) = delete;
 
   ncclComm_t native_handle() const noexcept { return handle_; }
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   device_ref device() const noexcept { return device_; }
+  // How long a call may wait for NCCL to take an operation (peers included) before the
+  // communicator is aborted and the call throws `timeout_error`.
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
 
 protected:
   ncclComm_t handle_;
   int rank_;
   int size_;
   device_ref device_;
+  std::chrono::milliseconds timeout_;
 };
 
 namespace detail {
@@ -88,6 +93,12 @@ inline void wait_until_done(ncclComm_t comm, std::chrono::steady_clock::time_poi
   }
 }
 
+// The same for a communicator's last operation, bounded by the communicator's own time-out.
+inline void wait_until_taken(communicator_ref comm, std::string_view what) {
+  wait_until_done(comm.native_handle(), std::chrono::steady_clock::now() + comm.timeout(), what,
+                  comm.device().get(), comm.rank(), comm.size(), comm.timeout());
+}
+
 inline ncclConfig_t nonblocking_config() {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -119,7 +130,7 @@ public:
     }
     detail::wait_until_done(comm, deadline, "ncclCommInitRankConfig", device.get(), rank, size,
                             timeout);
-    return communicator(comm, rank, size, device);
+    return communicator(comm, rank, size, device, timeout);
   }
 
   // One rank per member of `group` (rank i on member i), made together in this process. An
@@ -153,7 +164,7 @@ public:
     std::vector<communicator> ranks;
     ranks.reserve(group.size());
     for (int r = 0; r < size; ++r)
-      ranks.push_back(communicator(handles[r], r, size, group.device(r)));
+      ranks.push_back(communicator(handles[r], r, size, group.device(r), timeout));
     for (communicator& c : ranks)
       detail::wait_until_done(c.handle_, deadline, "ncclCommInitRankConfig (clique)",
                               c.device().get(), c.rank(), size, timeout);
@@ -162,7 +173,7 @@ public:
 
   communicator(communicator&& other) noexcept
       : communicator_ref(std::exchange(other.handle_, nullptr), other.rank_, other.size_,
-                         other.device_) {}
+                         other.device_, other.timeout_) {}
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
       destroy();
@@ -170,6 +181,7 @@ public:
       rank_ = other.rank_;
       size_ = other.size_;
       device_ = other.device_;
+      timeout_ = other.timeout_;
     }
     return *this;
   }
@@ -196,17 +208,22 @@ public:
     int new_rank = 0, new_size = 0;
     check_nccl(ncclCommUserRank(made, &new_rank), "ncclCommUserRank", device_.get(), rank_);
     check_nccl(ncclCommCount(made, &new_size), "ncclCommCount", device_.get(), rank_);
-    return communicator(made, new_rank, new_size, device_);
+    return communicator(made, new_rank, new_size, device_, timeout);
   }
 
   // Waits until the work enqueued so far on `stream` (collectives of this communicator among it)
   // is done. If NCCL reports an error, or `timeout` passes first, aborts the communicator (which
   // ends the stuck collective) and throws.
   void wait(stream_ref stream, std::chrono::milliseconds timeout = default_nccl_timeout) {
+    detail::require_argument(handle_ != nullptr, "communicator::wait", "this",
+                             "the communicator was aborted or moved from; make a new one.");
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!stream.ready()) {
+    while (true) {
+      // A non-blocking communicator may still be handing operations to the stream
+      // (ncclInProgress): the stream being idle means nothing until NCCL says ncclSuccess.
       ncclResult_t state = ncclSuccess;
       check_nccl(ncclCommGetAsyncError(handle_, &state), "ncclCommGetAsyncError", device_.get(), rank_);
+      if (state == ncclSuccess && stream.ready()) return;
       if (state != ncclSuccess && state != ncclInProgress) {
         abort();
         throw nccl_error(state, "a collective (asynchronous error)", device_.get(), rank_);
@@ -234,8 +251,9 @@ public:
   bool empty() const noexcept { return handle_ == nullptr; }
 
 private:
-  communicator(ncclComm_t handle, int rank, int size, device_ref device) noexcept
-      : communicator_ref(handle, rank, size, device) {}
+  communicator(ncclComm_t handle, int rank, int size, device_ref device,
+               std::chrono::milliseconds timeout) noexcept
+      : communicator_ref(handle, rank, size, device, timeout) {}
 
   // Finalize (flush pending work, bounded), then destroy; abort if that does not go cleanly.
   void destroy() noexcept {
