@@ -259,3 +259,44 @@ TEST_CASE("a stream of another device is refused") {
   CHECK_THROWS_WITH_AS(cohort::all_reduce(nccl.rank(0), x.span(), cohort::sum, other),
                        doctest::Contains("argument 'stream': is on device 1"), std::invalid_argument);
 }
+
+TEST_CASE("a clique splits into sub-communicators that work") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  cohort::device_group group(cohort::devices());
+  cohort::clique nccl(group, 120s);
+  const int ranks = static_cast<int>(group.size());
+  // One communicator of every rank, in reverse order.
+  std::vector<int> colors(ranks, 0), keys;
+  for (int r = 0; r < ranks; ++r)
+    keys.push_back(ranks - 1 - r);
+  auto reversed = nccl.split(colors, keys);
+  REQUIRE(reversed.size() == static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    CHECK(reversed[r].size() == ranks);
+    CHECK(reversed[r].rank() == ranks - 1 - r);
+    CHECK(reversed[r].device() == group.device(r));
+  }
+  // Every rank alone.
+  std::vector<int> own(ranks);
+  for (int r = 0; r < ranks; ++r)
+    own[r] = r;
+  auto alone = nccl.split(own);
+  for (int r = 0; r < ranks; ++r)
+    CHECK(alone[r].size() == 1);
+  // The reversed communicator all-reduces.
+  cohort::distributed_buffer<int> x(group, cohort::partition::replicated(1000, ranks));
+  for (int r = 0; r < ranks; ++r)
+    x.local(r).copy_from_host(std::vector<int>(1000, r + 1));
+  {
+    cohort::nccl_group batch;
+    for (int r = 0; r < ranks; ++r)
+      cohort::all_reduce(reversed[r], x.shard(r).data, cohort::sum, group.stream(r));
+    batch.end();
+  }
+  for (int r = 0; r < ranks; ++r)
+    reversed[r].wait(group.stream(r), 120s);
+  std::vector<int> out(1000);
+  x.local(0).copy_to_host(out);
+  group.synchronize();
+  CHECK(out == std::vector<int>(1000, ranks * (ranks + 1) / 2));
+}

@@ -1,14 +1,31 @@
-// One rank per process under mpirun (or srun): bootstrap from the launcher's environment, then
-// all_reduce, all_gather and a ring of sends checked against what every rank can compute itself.
+// One rank per process under mpirun (or srun): bootstrap from the launcher's environment (or,
+// built with COHORT_TEST_USE_MPI, from MPI itself), then all_reduce, all_gather and a ring of
+// sends checked against what every rank can compute itself.
 // Usage: mpirun -np N nccl_ranks <id file>. Prints "rank R ok" per rank; "SKIPPED: ..." where the
 // machine has fewer GPUs than ranks.
 #include <cohort/cohort.cuh>
+#if COHORT_TEST_USE_MPI
+#include <cohort/communication/mpi_bootstrap.cuh>
+#endif
 
 #include <chrono>
 #include <cstdio>
 #include <vector>
 
+int run(int argc, char** argv);
+
 int main(int argc, char** argv) {
+#if COHORT_TEST_USE_MPI
+  MPI_Init(&argc, &argv);
+  const int result = run(argc, argv);
+  MPI_Finalize();
+  return result;
+#else
+  return run(argc, argv);
+#endif
+}
+
+int run(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s <id file>\n", argv[0]);
     return 2;
@@ -24,7 +41,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
+#if COHORT_TEST_USE_MPI
+    cohort::communicator comm = cohort::bootstrap_from_mpi(MPI_COMM_WORLD, std::chrono::seconds(120));
+#else
     cohort::communicator comm = cohort::bootstrap_from_environment(argv[1], std::chrono::seconds(120));
+#endif
     const int rank = comm.rank(), size = comm.size();
     cohort::stream s(comm.device());
     const std::size_t n = 1000003;

@@ -29,6 +29,45 @@ public:
   std::size_t size() const noexcept { return ranks_.size(); }
   communicator& rank(std::size_t i) { return ranks_.at(i); }
 
+  // New communicators from this clique's ranks: rank i joins the ranks with its `colors[i]`,
+  // ordered by `keys[i]` (by rank where keys are not given). Returned in rank order, one per rank.
+  std::vector<communicator> split(const std::vector<int>& colors, std::vector<int> keys = {}) {
+    detail::require_count(colors.size(), ranks_.size(), "clique::split", "colors", "one per rank");
+    if (keys.empty())
+      for (std::size_t i = 0; i < ranks_.size(); ++i)
+        keys.push_back(static_cast<int>(i));
+    detail::require_count(keys.size(), ranks_.size(), "clique::split", "keys", "one per rank");
+    for (int c : colors)
+      detail::require_argument(c >= 0, "clique::split", "colors", "must all be 0 or more.");
+    const auto deadline = std::chrono::steady_clock::now() + ranks_[0].timeout();
+    std::vector<ncclComm_t> made(ranks_.size(), nullptr);
+    std::vector<ncclConfig_t> configs(ranks_.size(), detail::nonblocking_config());
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    ncclResult_t started = ncclSuccess;
+    for (std::size_t i = 0; i < ranks_.size() && (started == ncclSuccess || started == ncclInProgress); ++i) {
+      scoped_device on(ranks_[i].device());
+      started = ncclCommSplit(ranks_[i].native_handle(), colors[i], keys[i], &made[i], &configs[i]);
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    if ((started != ncclSuccess && started != ncclInProgress) ||
+        (ended != ncclSuccess && ended != ncclInProgress)) {
+      for (ncclComm_t c : made)
+        if (c != nullptr) (void)ncclCommAbort(c);
+      throw nccl_error(started != ncclSuccess && started != ncclInProgress ? started : ended,
+                       "ncclCommSplit (clique)", ranks_[0].device().get(), 0);
+    }
+    std::vector<communicator> result;
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      detail::wait_until_done(ranks_[i].native_handle(), deadline, "ncclCommSplit (clique)",
+                              ranks_[i].device().get(), ranks_[i].rank(), ranks_[i].size(),
+                              ranks_[i].timeout());
+      detail::wait_until_done(made[i], deadline, "ncclCommSplit (clique)", ranks_[i].device().get(),
+                              ranks_[i].rank(), ranks_[i].size(), ranks_[i].timeout());
+      result.push_back(communicator::adopt(made[i], ranks_[i].device(), ranks_[i].timeout()));
+    }
+    return result;
+  }
+
   // Waits (bounded) for every member's stream; aborts every rank and throws on an error or time-out.
   void wait(std::chrono::milliseconds timeout = default_nccl_timeout) {
     for (std::size_t i = 0; i < ranks_.size(); ++i) {

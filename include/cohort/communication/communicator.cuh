@@ -190,7 +190,8 @@ public:
   ~communicator() { destroy(); }
 
   // Ranks that pass the same `color` form a new communicator, ordered by `key` (then by rank).
-  // Every rank of this communicator must call it.
+  // Every rank of this communicator must call it: for one rank per process. Ranks driven from
+  // one thread split together with `clique::split`.
   communicator split(int color, int key,
                      std::chrono::milliseconds timeout = default_nccl_timeout) const {
     detail::require_argument(color >= 0, "communicator::split", "color",
@@ -238,6 +239,15 @@ public:
       }
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
+  }
+
+  // Takes ownership of a communicator NCCL made (rank, size and device as NCCL says).
+  static communicator adopt(ncclComm_t handle, device_ref device,
+                            std::chrono::milliseconds timeout = default_nccl_timeout) {
+    int rank = 0, size = 0;
+    check_nccl(ncclCommUserRank(handle, &rank), "ncclCommUserRank", device.get());
+    check_nccl(ncclCommCount(handle, &size), "ncclCommCount", device.get(), rank);
+    return communicator(handle, rank, size, device, timeout);
   }
 
   // Ends every operation of this communicator at once and frees it; it cannot be used after.
