@@ -22,9 +22,11 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -63,6 +65,39 @@ protected:
 
 namespace detail {
 
+// Communicators aborted through a non-owning handle (a time-out inside a collective call): their
+// owners must neither use nor free them again. An address leaves the set when NCCL hands it out
+// anew.
+class aborted_communicators {
+public:
+  static void abort(ncclComm_t handle) noexcept {
+    std::lock_guard<std::mutex> lock(mutex());
+    try {
+      if (set().insert(handle).second) (void)ncclCommAbort(handle);
+    } catch (...) { // no memory to remember it: abort anyway; the owner may abort it again
+      (void)ncclCommAbort(handle);
+    }
+  }
+  static bool contains(ncclComm_t handle) noexcept {
+    std::lock_guard<std::mutex> lock(mutex());
+    return set().count(handle) != 0;
+  }
+  static void forget(ncclComm_t handle) noexcept {
+    std::lock_guard<std::mutex> lock(mutex());
+    set().erase(handle);
+  }
+
+private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::unordered_set<ncclComm_t>& set() {
+    static std::unordered_set<ncclComm_t> s;
+    return s;
+  }
+};
+
 inline std::string rank_text(int rank, int size) {
   return "rank " + std::to_string(rank) + " of " + std::to_string(size);
 }
@@ -78,11 +113,11 @@ inline void wait_until_done(ncclComm_t comm, std::chrono::steady_clock::time_poi
     if (queried != ncclSuccess) state = queried;
     if (state == ncclSuccess) return;
     if (state != ncclInProgress) {
-      (void)ncclCommAbort(comm);
+      aborted_communicators::abort(comm);
       throw nccl_error(state, what, device, rank);
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      (void)ncclCommAbort(comm);
+      aborted_communicators::abort(comm);
       throw timeout_error(std::string(what) + " on device " + std::to_string(device) + " (" +
                           rank_text(rank, size) + ") did not finish within " +
                           std::to_string(timeout.count()) +
@@ -216,7 +251,7 @@ public:
   // is done. If NCCL reports an error, or `timeout` passes first, aborts the communicator (which
   // ends the stuck collective) and throws.
   void wait(stream_ref stream, std::chrono::milliseconds timeout = default_nccl_timeout) {
-    detail::require_argument(handle_ != nullptr, "communicator::wait", "this",
+    detail::require_argument(!empty(), "communicator::wait", "this",
                              "the communicator was aborted or moved from; make a new one.");
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
@@ -253,21 +288,31 @@ public:
   // Ends every operation of this communicator at once and frees it; it cannot be used after.
   void abort() noexcept {
     if (handle_ == nullptr) return;
-    (void)ncclCommAbort(handle_);
+    detail::aborted_communicators::abort(handle_);
+    detail::aborted_communicators::forget(handle_);
     handle_ = nullptr;
   }
 
-  // True once aborted or moved from.
-  bool empty() const noexcept { return handle_ == nullptr; }
+  // True once aborted (by `abort` or by a time-out in a call that used it) or moved from.
+  bool empty() const noexcept {
+    return handle_ == nullptr || detail::aborted_communicators::contains(handle_);
+  }
 
 private:
   communicator(ncclComm_t handle, int rank, int size, device_ref device,
                std::chrono::milliseconds timeout) noexcept
-      : communicator_ref(handle, rank, size, device, timeout) {}
+      : communicator_ref(handle, rank, size, device, timeout) {
+    detail::aborted_communicators::forget(handle); // a fresh communicator at a reused address
+  }
 
   // Finalize (flush pending work, bounded), then destroy; abort if that does not go cleanly.
   void destroy() noexcept {
     if (handle_ == nullptr) return;
+    if (detail::aborted_communicators::contains(handle_)) { // NCCL has freed it already
+      detail::aborted_communicators::forget(handle_);
+      handle_ = nullptr;
+      return;
+    }
     try {
       scoped_device on(device_);
       ncclResult_t state = ncclCommFinalize(handle_);
