@@ -66,3 +66,15 @@ TEST_CASE("bad partitions are rejected with the argument named") {
   CHECK_THROWS_AS(cohort::partition::from_counts({}), std::invalid_argument);
   CHECK(cohort::partition::from_counts({2, 0, 5}).offset(2) == 2);
 }
+
+TEST_CASE("a replicated partition gives every part the same count") {
+  for (std::size_t parts : {1u, 2u, 3u, 8u})
+    for (std::size_t count : {0ul, 1ul, 7919ul}) {
+      const auto p = cohort::partition::replicated(count, parts);
+      check_covers(p, count * parts, parts);
+      for (std::size_t d = 0; d < parts; ++d)
+        CHECK(p.count(d) == count);
+    }
+  CHECK_THROWS_WITH_AS(cohort::partition::replicated(4, 0), doctest::Contains("argument 'parts'"),
+                       std::invalid_argument);
+}
