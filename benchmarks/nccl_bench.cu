@@ -90,14 +90,11 @@ int main(int argc, char** argv) {
   for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
     const std::size_t count = bytes / sizeof(float) > 0 ? bytes / sizeof(float) : 1;
     const int iters = bytes <= (std::size_t{1} << 24) ? 50 : 20;
-    // Views of the first `count` elements of every shard.
-    cohort::distributed_buffer<float>* sb = &send;
-    cohort::distributed_buffer<float>* rb = &recv;
     auto raw = [&](bool in_place) {
       cohort::check_nccl(ncclGroupStart(), "ncclGroupStart");
       for (std::size_t r = 0; r < ranks; ++r) {
-        float* s = sb->shard(r).data.data();
-        float* d = in_place ? s : rb->shard(r).data.data();
+        float* s = send.shard(r).data.data();
+        float* d = in_place ? s : recv.shard(r).data.data();
         cohort::check_nccl(ncclAllReduce(s, d, count, ncclFloat32, ncclSum,
                                          raw_comms[r],
                                          group.stream(r).native_handle()),
@@ -108,11 +105,11 @@ int main(int argc, char** argv) {
     auto ours = [&](bool in_place) {
       cohort::nccl_group batch;
       for (std::size_t r = 0; r < ranks; ++r) {
-        auto s = sb->shard(r).data.first(count);
+        auto s = send.shard(r).data.first(count);
         if (in_place)
           cohort::all_reduce(nccl.rank(r), s, cohort::sum, group.stream(r));
         else
-          cohort::all_reduce(nccl.rank(r), s, rb->shard(r).data.first(count), cohort::sum,
+          cohort::all_reduce(nccl.rank(r), s, recv.shard(r).data.first(count), cohort::sum,
                              group.stream(r));
       }
       batch.end();

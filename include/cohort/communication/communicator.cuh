@@ -241,10 +241,7 @@ public:
       throw nccl_error(started, "ncclCommSplit", device_.get(), rank_);
     detail::wait_until_done(handle_, deadline, "ncclCommSplit", device_.get(), rank_, size_, timeout);
     detail::wait_until_done(made, deadline, "ncclCommSplit", device_.get(), rank_, size_, timeout);
-    int new_rank = 0, new_size = 0;
-    check_nccl(ncclCommUserRank(made, &new_rank), "ncclCommUserRank", device_.get(), rank_);
-    check_nccl(ncclCommCount(made, &new_size), "ncclCommCount", device_.get(), rank_);
-    return communicator(made, new_rank, new_size, device_, timeout);
+    return adopt(made, device_, timeout);
   }
 
   // Waits until the work enqueued so far on `stream` (collectives of this communicator among it)
