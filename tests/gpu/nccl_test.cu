@@ -13,9 +13,12 @@ using namespace std::chrono_literals;
 
 template <class T>
 double as_double(T v) {
-  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, __half>)
+    return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(v);
+  else
+    return static_cast<double>(v);
 }
 
 // Values for rank r: small integers so sums and products are exact in every type.
@@ -37,36 +40,41 @@ const std::size_t counts[] = {0, 1, 2, 7919, (1u << 20) + 7};
 TYPE_TO_STRING(__half);
 TYPE_TO_STRING(__nv_bfloat16);
 
-TEST_CASE("a one-rank communicator runs every collective") {
+TEST_CASE("a one-rank communicator runs every collective, its calls blocking or bounded") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
-  auto comm = cohort::communicator::create(cohort::unique_id::create(), 1, 0, d, 60s);
-  CHECK(comm.rank() == 0);
-  CHECK(comm.size() == 1);
-  CHECK(comm.device() == d);
-  cohort::stream s(d);
-  const std::size_t n = 4099;
-  const auto in = cohort::testing::random_values<float>(n, 1);
-  cohort::device_buffer<float> a(n, s), b(n, s);
-  a.copy_from_host(in);
-  b.fill_bytes(cohort::testing::poison_byte);
-  cohort::all_reduce(comm, a.span(), b.span(), cohort::sum, s);
-  cohort::all_reduce(comm, b.span(), cohort::max, s);
-  cohort::broadcast(comm, b.span(), 0, s);
-  cohort::reduce(comm, b.span(), a.span(), cohort::avg, 0, s);
-  cohort::all_gather(comm, a.span(), b.span(), s);
-  cohort::reduce_scatter(comm, b.span(), a.span(), cohort::min, s);
-  {
-    cohort::nccl_group both; // a send to oneself needs its recv in the same group
-    cohort::send(comm, a.span(), 0, s);
-    cohort::recv(comm, b.span(), 0, s);
-    both.end();
+  for (const auto calls : {cohort::nccl_calls::blocking, cohort::nccl_calls::bounded}) {
+    const int mode = static_cast<int>(calls);
+    CAPTURE(mode);
+    auto comm = cohort::communicator::create(cohort::unique_id::create(), 1, 0, d, 60s, calls);
+    CHECK(comm.calls() == calls);
+    CHECK(comm.rank() == 0);
+    CHECK(comm.size() == 1);
+    CHECK(comm.device() == d);
+    cohort::stream s(d);
+    const std::size_t n = 4099;
+    const auto in = cohort::testing::random_values<float>(n, 1);
+    cohort::device_buffer<float> a(n, s), b(n, s);
+    a.copy_from_host(in);
+    b.fill_bytes(cohort::testing::poison_byte);
+    cohort::all_reduce(comm, a.span(), b.span(), cohort::sum, s);
+    cohort::all_reduce(comm, b.span(), cohort::max, s);
+    cohort::broadcast(comm, b.span(), 0, s);
+    cohort::reduce(comm, b.span(), a.span(), cohort::avg, 0, s);
+    cohort::all_gather(comm, a.span(), b.span(), s);
+    cohort::reduce_scatter(comm, b.span(), a.span(), cohort::min, s);
+    {
+      cohort::nccl_group both; // a send to oneself needs its recv in the same group
+      cohort::send(comm, a.span(), 0, s);
+      cohort::recv(comm, b.span(), 0, s);
+      both.end();
+    }
+    comm.wait(s, 60s);
+    std::vector<float> out(n);
+    b.copy_to_host(out);
+    s.synchronize();
+    CHECK(out == in);
   }
-  comm.wait(s, 60s);
-  std::vector<float> out(n);
-  b.copy_to_host(out);
-  s.synchronize();
-  CHECK(out == in);
 }
 
 TEST_CASE("collective arguments are checked before anything is enqueued") {
@@ -81,15 +89,16 @@ TEST_CASE("collective arguments are checked before anything is enqueued") {
   CHECK_THROWS_WITH_AS(cohort::broadcast(comm, a.span(), 1, s),
                        doctest::Contains("argument 'root': rank 1 is not in [0, 1)"),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(cohort::all_reduce(comm, a.span().subspan(0, 6), a.span().subspan(2, 6),
-                                          cohort::sum, s),
-                       doctest::Contains("overlaps 'send'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      cohort::all_reduce(comm, a.span().subspan(0, 6), a.span().subspan(2, 6), cohort::sum, s),
+      doctest::Contains("overlaps 'send'"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(cohort::send(comm, a.span(), -1, s), doctest::Contains("argument 'peer'"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(cohort::communicator::create(cohort::unique_id::create(), 2, 2, d),
                        doctest::Contains("argument 'rank'"), std::invalid_argument);
   auto emulated = cohort::device_group::emulated(d, 2);
-  CHECK_THROWS_WITH_AS(cohort::clique{emulated}, doctest::Contains("NCCL refuses two ranks on one GPU"),
+  CHECK_THROWS_WITH_AS(cohort::clique{emulated},
+                       doctest::Contains("NCCL refuses two ranks on one GPU"),
                        std::invalid_argument);
 }
 
@@ -105,7 +114,8 @@ TEST_CASE("a rank that never joins makes creation time out and a new communicato
     CHECK(text.find("rank 0 of 2") != std::string::npos);
     CHECK(text.find("within 2000 ms") != std::string::npos);
   }
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   CHECK(waited >= 1.9);
   CHECK(waited < 30.0);
   auto fresh = cohort::communicator::create(cohort::unique_id::create(), 1, 0, d, 60s);
@@ -137,11 +147,21 @@ TEST_CASE_TEMPLATE("a clique all-reduces every type with every operator", T, flo
         send.local(r).copy_from_host(in[r]);
       recv.fill_bytes(cohort::testing::poison_byte);
       switch (which) {
-      case 0: cohort::all_reduce(nccl, send, recv, cohort::sum); break;
-      case 1: cohort::all_reduce(nccl, send, recv, cohort::prod); break;
-      case 2: cohort::all_reduce(nccl, send, recv, cohort::min); break;
-      case 3: cohort::all_reduce(nccl, send, recv, cohort::max); break;
-      default: cohort::all_reduce(nccl, send, recv, cohort::avg); break;
+      case 0:
+        cohort::all_reduce(nccl, send, recv, cohort::sum);
+        break;
+      case 1:
+        cohort::all_reduce(nccl, send, recv, cohort::prod);
+        break;
+      case 2:
+        cohort::all_reduce(nccl, send, recv, cohort::min);
+        break;
+      case 3:
+        cohort::all_reduce(nccl, send, recv, cohort::max);
+        break;
+      default:
+        cohort::all_reduce(nccl, send, recv, cohort::avg);
+        break;
       }
       nccl.wait(120s);
       std::size_t wrong = 0;
@@ -153,7 +173,10 @@ TEST_CASE_TEMPLATE("a clique all-reduces every type with every operator", T, flo
           double e = as_double(in[0][i]);
           for (int q = 1; q < ranks; ++q) {
             const double v = as_double(in[q][i]);
-            e = which == 0 || which == 4 ? e + v : which == 1 ? e * v : which == 2 ? std::min(e, v) : std::max(e, v);
+            e = which == 0 || which == 4 ? e + v
+                : which == 1             ? e * v
+                : which == 2             ? std::min(e, v)
+                                         : std::max(e, v);
           }
           if (which == 4) e /= ranks;
           wrong += std::fabs(as_double(out[i]) - e) > 1e-2 * (1 + std::fabs(e));
@@ -226,7 +249,7 @@ TEST_CASE("a collective one rank never joins is aborted by the time-out and a ne
   cohort::device_group group(cohort::devices());
   {
     // The communicators' time-out (20 s) bounds every wait for NCCL to take an operation.
-    cohort::clique nccl(group, 20s);
+    cohort::clique nccl(group, 20s, cohort::nccl_calls::bounded);
     cohort::distributed_buffer<float> x(group, cohort::partition::replicated(1024, group.size()));
     x.fill_bytes(0);
     group.synchronize();
@@ -240,7 +263,7 @@ TEST_CASE("a collective one rank never joins is aborted by the time-out and a ne
         },
         cohort::timeout_error);
     CHECK(std::chrono::steady_clock::now() - started < 60s);
-    CHECK(nccl.rank(0).empty()); // aborted
+    CHECK(nccl.rank(0).empty());     // aborted
     x.shard(0).stream.synchronize(); // the aborted collective has left the stream
   }
   cohort::clique again(group, 120s);
@@ -257,7 +280,35 @@ TEST_CASE("a stream of another device is refused") {
   cohort::stream other(cohort::device_ref{1});
   cohort::device_buffer<float> x(8, other);
   CHECK_THROWS_WITH_AS(cohort::all_reduce(nccl.rank(0), x.span(), cohort::sum, other),
-                       doctest::Contains("argument 'stream': is on device 1"), std::invalid_argument);
+                       doctest::Contains("argument 'stream': is on device 1"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("a bounded clique all-reduces and splits into bounded communicators") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  cohort::device_group group(cohort::devices());
+  cohort::clique nccl(group, 120s, cohort::nccl_calls::bounded);
+  const int ranks = static_cast<int>(group.size());
+  auto halves = nccl.split(std::vector<int>(ranks, 0));
+  cohort::distributed_buffer<int> x(group, cohort::partition::replicated(4099, ranks));
+  for (int r = 0; r < ranks; ++r)
+    x.local(r).copy_from_host(std::vector<int>(4099, r + 1));
+  {
+    cohort::nccl_group batch;
+    for (int r = 0; r < ranks; ++r) {
+      CHECK(halves[r].calls() == cohort::nccl_calls::bounded);
+      cohort::all_reduce(halves[r], x.shard(r).data, cohort::sum, group.stream(r));
+    }
+    batch.end();
+  }
+  cohort::all_reduce(nccl, x, cohort::max); // and the clique itself
+  nccl.wait(120s);
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<int> out(4099);
+    x.local(r).copy_to_host(out);
+    group.synchronize();
+    CHECK(out == std::vector<int>(4099, ranks * (ranks + 1) / 2));
+  }
 }
 
 TEST_CASE("a clique splits into sub-communicators that work") {
@@ -275,6 +326,7 @@ TEST_CASE("a clique splits into sub-communicators that work") {
     CHECK(reversed[r].size() == ranks);
     CHECK(reversed[r].rank() == ranks - 1 - r);
     CHECK(reversed[r].device() == group.device(r));
+    CHECK(reversed[r].calls() == cohort::nccl_calls::blocking); // as the clique's
   }
   // Every rank alone.
   std::vector<int> own(ranks);

@@ -51,10 +51,11 @@ launch_environment_from(const std::function<const char*(const char*)>& lookup =
   struct names {
     const char *rank, *size, *local;
   };
-  const names schemes[] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK"},
-                           {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-                           {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-                           {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"}};
+  const names schemes[] = {
+      {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"}};
   for (const names& n : schemes) {
     const auto rank = detail::integer_variable(lookup, n.rank);
     const auto size = detail::integer_variable(lookup, n.size);
@@ -75,8 +76,10 @@ launch_environment_from(const std::function<const char*(const char*)>& lookup =
 // This process's rank of the communicator the launcher's environment describes (see above),
 // on GPU (local rank mod visible GPUs). `id_file` is where rank 0 writes the NCCL id and the others
 // read it; `timeout` bounds both the wait for the file and the communicator's creation.
-inline communicator bootstrap_from_environment(const std::string& id_file,
-                                               std::chrono::milliseconds timeout = default_nccl_timeout) {
+inline communicator
+bootstrap_from_environment(const std::string& id_file,
+                           std::chrono::milliseconds timeout = default_nccl_timeout,
+                           nccl_calls calls = nccl_calls::blocking) {
   const std::optional<launch_environment> env = launch_environment_from();
   if (!env)
     throw std::runtime_error(
@@ -93,7 +96,7 @@ inline communicator bootstrap_from_environment(const std::string& id_file,
   } else {
     id = unique_id::read_file(id_file, timeout);
   }
-  return communicator::create(id, env->world_size, env->rank, device, timeout);
+  return communicator::create(id, env->world_size, env->rank, device, timeout, calls);
 }
 
 } // namespace cohort

@@ -3,17 +3,17 @@
 //
 //   cohort::device_group group(cohort::devices());
 //   cohort::clique nccl(group);                                  // ranks 0..n-1 on the members
-//   cohort::distributed_buffer<float> grads(group, cohort::partition::replicated(count, group.size()));
-//   cohort::all_reduce(nccl, grads, cohort::avg);                // every shard: the mean
-//   cohort::broadcast(nccl, weights, /*root*/ 0);
+//   cohort::distributed_buffer<float> grads(group, cohort::partition::replicated(count,
+//   group.size())); cohort::all_reduce(nccl, grads, cohort::avg);                // every shard:
+//   the mean cohort::broadcast(nccl, weights, /*root*/ 0);
 //
 // Each shard is one rank's buffer, so the shards of a buffer given to a collective must all have
 // the same size (partition::replicated makes such buffers). Work is enqueued on the members'
 // streams and returns at once.
 #pragma once
 
-#include "../memory/distributed_buffer.cuh"
 #include "../execution/on_each.cuh"
+#include "../memory/distributed_buffer.cuh"
 #include "collectives.cuh"
 
 #include <vector>
@@ -21,16 +21,20 @@
 namespace cohort {
 
 class clique {
-public:
-  explicit clique(const device_group& group, std::chrono::milliseconds timeout = default_nccl_timeout)
-      : group_(&group), ranks_(communicator::create_clique(group, timeout)) {}
+ public:
+  explicit clique(const device_group& group,
+                  std::chrono::milliseconds timeout = default_nccl_timeout,
+                  nccl_calls calls = nccl_calls::blocking)
+      : group_(&group)
+      , ranks_(communicator::create_clique(group, timeout, calls)) {}
 
   const device_group& group() const noexcept { return *group_; }
   std::size_t size() const noexcept { return ranks_.size(); }
   communicator& rank(std::size_t i) { return ranks_.at(i); }
 
   // New communicators from this clique's ranks: rank i joins the ranks with its `colors[i]`,
-  // ordered by `keys[i]` (by rank where keys are not given). Returned in rank order, one per rank.
+  // ordered by `keys[i]` (by rank where keys are not given), their calls as this clique's.
+  // Returned in rank order, one per rank.
   std::vector<communicator> split(const std::vector<int>& colors, std::vector<int> keys = {}) {
     detail::require_count(colors.size(), ranks_.size(), "clique::split", "colors", "one per rank");
     if (keys.empty())
@@ -39,36 +43,19 @@ public:
     detail::require_count(keys.size(), ranks_.size(), "clique::split", "keys", "one per rank");
     for (int c : colors)
       detail::require_argument(c >= 0, "clique::split", "colors", "must all be 0 or more.");
-    const auto deadline = std::chrono::steady_clock::now() + ranks_[0].timeout();
-    std::vector<ncclComm_t> made(ranks_.size(), nullptr);
-    std::vector<ncclConfig_t> configs(ranks_.size(), detail::nonblocking_config());
-    check_nccl(ncclGroupStart(), "ncclGroupStart");
-    ncclResult_t started = ncclSuccess;
-    for (std::size_t i = 0; i < ranks_.size() && (started == ncclSuccess || started == ncclInProgress); ++i) {
-      scoped_device on(ranks_[i].device());
-      started = ncclCommSplit(ranks_[i].native_handle(), colors[i], keys[i], &made[i], &configs[i]);
-    }
-    const ncclResult_t ended = ncclGroupEnd();
-    if ((started != ncclSuccess && started != ncclInProgress) ||
-        (ended != ncclSuccess && ended != ncclInProgress)) {
-      for (ncclComm_t c : made)
-        if (c != nullptr) (void)ncclCommAbort(c);
-      throw nccl_error(started != ncclSuccess && started != ncclInProgress ? started : ended,
-                       "ncclCommSplit (clique)", ranks_[0].device().get(), 0);
-    }
+    std::vector<communicator_ref> parents(ranks_.begin(), ranks_.end());
+    const auto made = detail::split_together(parents, colors, keys, ranks_[0].calls(),
+                                             std::chrono::steady_clock::now() + ranks_[0].timeout(),
+                                             "ncclCommSplit (clique)");
     std::vector<communicator> result;
-    for (std::size_t i = 0; i < ranks_.size(); ++i) {
-      detail::wait_until_done(ranks_[i].native_handle(), deadline, "ncclCommSplit (clique)",
-                              ranks_[i].device().get(), ranks_[i].rank(), ranks_[i].size(),
-                              ranks_[i].timeout());
-      detail::wait_until_done(made[i], deadline, "ncclCommSplit (clique)", ranks_[i].device().get(),
-                              ranks_[i].rank(), ranks_[i].size(), ranks_[i].timeout());
-      result.push_back(communicator::adopt(made[i], ranks_[i].device(), ranks_[i].timeout()));
-    }
+    for (std::size_t i = 0; i < made.size(); ++i)
+      result.push_back(
+          communicator::adopt(made[i], ranks_[i].device(), ranks_[i].timeout(), ranks_[i].calls()));
     return result;
   }
 
-  // Waits (bounded) for every member's stream; aborts every rank and throws on an error or time-out.
+  // Waits (bounded) for every member's stream; aborts every rank and throws on an error or
+  // time-out.
   void wait(std::chrono::milliseconds timeout = default_nccl_timeout) {
     for (std::size_t i = 0; i < ranks_.size(); ++i) {
       try {
@@ -81,7 +68,7 @@ public:
     }
   }
 
-private:
+ private:
   const device_group* group_;
   std::vector<communicator> ranks_;
 };
@@ -124,7 +111,8 @@ void all_reduce(clique& nccl, distributed_buffer<T>& data, Op op) {
 }
 
 template <class T, class Op>
-void all_reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv, Op op) {
+void all_reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
+                Op op) {
   const std::size_t count = detail::equal_shard_count(send, nccl, "all_reduce", "send");
   detail::require_count(detail::equal_shard_count(recv, nccl, "all_reduce", "recv"), count,
                         "all_reduce", "recv", "per shard, the size of a shard of 'send'");

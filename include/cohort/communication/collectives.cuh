@@ -34,8 +34,9 @@ namespace cohort {
 // with ncclInProgress, `end()` waits, bounded by each communicator's time-out, until NCCL has taken
 // every operation of the group, as NCCL requires before a communicator is used again.
 class nccl_group {
-public:
-  nccl_group() : outer_(current()) {
+ public:
+  nccl_group()
+      : outer_(current()) {
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     current() = this;
   }
@@ -71,7 +72,7 @@ public:
     return true;
   }
 
-private:
+ private:
   static nccl_group*& current() {
     thread_local nccl_group* open = nullptr;
     return open;
@@ -127,7 +128,7 @@ struct wire {
   static constexpr std::size_t per_element = sizeof(T);
 };
 template <class T>
-  requires nccl_element<T>
+requires nccl_element<T>
 struct wire<T> {
   static constexpr ncclDataType_t type = nccl_type_v<T>;
   static constexpr std::size_t per_element = 1;
@@ -151,7 +152,7 @@ inline void check_call(ncclResult_t result, std::string_view call, communicator_
 
 // recv[i] = op over ranks of send[i]. send and recv have the same size on every rank.
 template <class S, class T, class Op>
-  requires std::same_as<std::remove_const_t<S>, T>
+requires std::same_as<std::remove_const_t<S>, T>
 void all_reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
                 [[maybe_unused]] Op op, stream_ref stream) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
@@ -171,7 +172,7 @@ void all_reduce(communicator_ref comm, cuda::std::span<T> data, Op op, stream_re
 
 // recv = op over ranks of send, on `root` only (recv is ignored elsewhere but must fit).
 template <class S, class T, class Op>
-  requires std::same_as<std::remove_const_t<S>, T>
+requires std::same_as<std::remove_const_t<S>, T>
 void reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
             [[maybe_unused]] Op op, int root, stream_ref stream) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
@@ -188,7 +189,7 @@ void reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> r
 
 // Every rank's recv = root's send.
 template <class S, class T>
-  requires std::same_as<std::remove_const_t<S>, T>
+requires std::same_as<std::remove_const_t<S>, T>
 void broadcast(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv, int root,
                stream_ref stream) {
   detail::require_movable<T>();
@@ -210,7 +211,7 @@ void broadcast(communicator_ref comm, cuda::std::span<T> data, int root, stream_
 
 // recv = every rank's send, in rank order: recv.size() == size() * send.size().
 template <class S, class T>
-  requires std::same_as<std::remove_const_t<S>, T>
+requires std::same_as<std::remove_const_t<S>, T>
 void all_gather(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
                 stream_ref stream) {
   detail::require_movable<T>();
@@ -230,7 +231,7 @@ void all_gather(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<
 
 // recv = op over ranks of this rank's block of send: send.size() == size() * recv.size().
 template <class S, class T, class Op>
-  requires std::same_as<std::remove_const_t<S>, T>
+requires std::same_as<std::remove_const_t<S>, T>
 void reduce_scatter(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
                     [[maybe_unused]] Op op, stream_ref stream) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();

@@ -1,9 +1,11 @@
 // cohort/communication/communicator.cuh — NCCL communicators that cannot hang you.
 //
-// A `communicator` is one rank of an NCCL communicator, on one device. It is created
+// A `communicator` is one rank of an NCCL communicator, on one device. It is always created
 // non-blocking with a timeout: if a peer never joins, the creating call throws `timeout_error`
 // naming the rank and the time instead of hanging. `wait` bounds a collective the same way, and an
 // asynchronous NCCL error aborts the communicator and raises; a new one can be made afterwards.
+// How its later calls behave is chosen at creation (`nccl_calls`): as fast as raw NCCL
+// (blocking, the default) or each bounded by the time-out (bounded).
 //
 //   // one process per GPU (see bootstrap.cuh for the launcher's environment):
 //   auto comm = cohort::communicator::create(id, world_size, rank, cohort::device_ref{local_rank});
@@ -34,17 +36,36 @@ namespace cohort {
 
 // A communicator operation did not finish in time; the communicator was aborted.
 class timeout_error : public std::runtime_error {
-public:
+ public:
   using std::runtime_error::runtime_error;
 };
 
 inline constexpr std::chrono::milliseconds default_nccl_timeout{std::chrono::minutes(5)};
 
+// How a communicator's calls behave once it exists (creation is bounded by the time-out either
+// way).
+enum class nccl_calls {
+  // NCCL's blocking communicator, made by splitting the bounded one once every rank has joined:
+  // each call costs what a raw NCCL call costs. A collective a peer never joins can block the
+  // host in its first call with that peer (while NCCL connects); a stall after the call returned
+  // is bounded by `communicator::wait`. A split of such a communicator blocks until every rank
+  // splits.
+  blocking,
+  // NCCL's non-blocking communicator: every call (splits included) returns within the time-out,
+  // or aborts the communicator and throws. NCCL hands each call to a helper thread, which adds
+  // tens of microseconds to every call (docs/performance.md).
+  bounded,
+};
+
 class communicator_ref {
-public:
+ public:
   communicator_ref(ncclComm_t handle, int rank, int size, device_ref device,
                    std::chrono::milliseconds timeout = default_nccl_timeout) noexcept
-      : handle_(handle), rank_(rank), size_(size), device_(device), timeout_(timeout) {}
+      : handle_(handle)
+      , rank_(rank)
+      , size_(size)
+      , device_(device)
+      , timeout_(timeout) {}
   communicator_ref(std::nullptr_t, int, int, device_ref) = delete;
 
   ncclComm_t native_handle() const noexcept { return handle_; }
@@ -55,7 +76,7 @@ public:
   // communicator is aborted and the call throws `timeout_error`.
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
 
-protected:
+ protected:
   ncclComm_t handle_;
   int rank_;
   int size_;
@@ -69,7 +90,7 @@ namespace detail {
 // owners must neither use nor free them again. An address leaves the set when NCCL hands it out
 // anew.
 class aborted_communicators {
-public:
+ public:
   static void abort(ncclComm_t handle) noexcept {
     std::lock_guard<std::mutex> lock(mutex());
     try {
@@ -87,7 +108,7 @@ public:
     set().erase(handle);
   }
 
-private:
+ private:
   static std::mutex& mutex() {
     static std::mutex m;
     return m;
@@ -98,6 +119,16 @@ private:
   }
 };
 
+// Between two polls of NCCL: yield for the first few thousand (a call NCCL hands to its helper
+// thread is taken within microseconds, and a sleep would cost a whole scheduler tick), then sleep
+// briefly so that a long wait does not burn a core.
+inline void pause(unsigned spins) {
+  if (spins < 4096)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
 inline std::string rank_text(int rank, int size) {
   return "rank " + std::to_string(rank) + " of " + std::to_string(size);
 }
@@ -107,7 +138,7 @@ inline std::string rank_text(int rank, int size) {
 inline void wait_until_done(ncclComm_t comm, std::chrono::steady_clock::time_point deadline,
                             std::string_view what, int device, int rank, int size,
                             std::chrono::milliseconds timeout) {
-  while (true) {
+  for (unsigned spins = 0;;) {
     ncclResult_t state = ncclSuccess;
     const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
     if (queried != ncclSuccess) state = queried;
@@ -124,7 +155,7 @@ inline void wait_until_done(ncclComm_t comm, std::chrono::steady_clock::time_poi
                           " ms: a peer rank never joined or is stuck. The communicator was "
                           "aborted; check the other ranks, then make a new one.");
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    pause(spins++);
   }
 }
 
@@ -140,14 +171,68 @@ inline ncclConfig_t nonblocking_config() {
   return config;
 }
 
+inline ncclConfig_t config_for(nccl_calls calls) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = calls == nccl_calls::blocking ? 1 : 0;
+  return config;
+}
+
+} // namespace detail
+
+class communicator;
+
+namespace detail {
+// Splits communicators driven from this thread together, in one NCCL group: rank i of `parents`
+// joins color colors[i] at key keys[i], its calls as `calls` says. Waits until NCCL has made them,
+// bounded by `deadline` where NCCL lets the wait be bounded; on failure aborts what was made.
+inline std::vector<ncclComm_t> split_together(const std::vector<communicator_ref>& parents,
+                                              const std::vector<int>& colors,
+                                              const std::vector<int>& keys, nccl_calls calls,
+                                              std::chrono::steady_clock::time_point deadline,
+                                              std::string_view what) {
+  std::vector<ncclComm_t> made(parents.size(), nullptr);
+  std::vector<ncclConfig_t> configs(parents.size(), config_for(calls));
+  auto abort_made = [&] {
+    for (ncclComm_t c : made)
+      if (c != nullptr) (void)ncclCommAbort(c);
+  };
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  ncclResult_t started = ncclSuccess;
+  for (std::size_t i = 0;
+       i < parents.size() && (started == ncclSuccess || started == ncclInProgress); ++i) {
+    scoped_device on(parents[i].device());
+    started = ncclCommSplit(parents[i].native_handle(), colors[i], keys[i], &made[i], &configs[i]);
+  }
+  const ncclResult_t ended = ncclGroupEnd();
+  if ((started != ncclSuccess && started != ncclInProgress) ||
+      (ended != ncclSuccess && ended != ncclInProgress)) {
+    abort_made();
+    throw nccl_error(started != ncclSuccess && started != ncclInProgress ? started : ended, what,
+                     parents[0].device().get(), parents[0].rank());
+  }
+  try {
+    for (std::size_t i = 0; i < parents.size(); ++i) {
+      const communicator_ref& p = parents[i];
+      wait_until_done(p.native_handle(), deadline, what, p.device().get(), p.rank(), p.size(),
+                      p.timeout());
+      if (made[i] == nullptr) throw nccl_error(ncclInternalError, what, p.device().get(), p.rank());
+      wait_until_done(made[i], deadline, what, p.device().get(), p.rank(), p.size(), p.timeout());
+    }
+  } catch (...) {
+    abort_made();
+    throw;
+  }
+  return made;
+}
 } // namespace detail
 
 class communicator : public communicator_ref {
-public:
+ public:
   // This process's rank of a `size`-rank communicator identified by `id`, on `device`. Throws
   // `timeout_error` if the other ranks have not all joined within `timeout`.
   static communicator create(const unique_id& id, int size, int rank, device_ref device,
-                             std::chrono::milliseconds timeout = default_nccl_timeout) {
+                             std::chrono::milliseconds timeout = default_nccl_timeout,
+                             nccl_calls calls = nccl_calls::blocking) {
     detail::require_argument(size > 0, "communicator::create", "size", "must be at least 1.");
     detail::require_argument(rank >= 0 && rank < size, "communicator::create", "rank",
                              "must be in [0, size); got " + std::to_string(rank) + " of " +
@@ -157,21 +242,24 @@ public:
     scoped_device on(device);
     ncclConfig_t config = detail::nonblocking_config();
     ncclComm_t comm = nullptr;
-    const ncclResult_t started =
-        ncclCommInitRankConfig(&comm, size, id.native(), rank, &config);
+    const ncclResult_t started = ncclCommInitRankConfig(&comm, size, id.native(), rank, &config);
     if (started != ncclSuccess && started != ncclInProgress) {
       if (comm != nullptr) (void)ncclCommAbort(comm);
       throw nccl_error(started, "ncclCommInitRankConfig", device.get(), rank);
     }
+    std::vector<communicator> made;
+    made.push_back(communicator(comm, rank, size, device, timeout, nccl_calls::bounded));
     detail::wait_until_done(comm, deadline, "ncclCommInitRankConfig", device.get(), rank, size,
                             timeout);
-    return communicator(comm, rank, size, device, timeout);
+    if (calls == nccl_calls::blocking) made = blocking_twins(made, deadline);
+    return std::move(made[0]);
   }
 
   // One rank per member of `group` (rank i on member i), made together in this process. An
   // emulated group is refused: NCCL does not allow two ranks on one GPU.
   static std::vector<communicator>
-  create_clique(const device_group& group, std::chrono::milliseconds timeout = default_nccl_timeout) {
+  create_clique(const device_group& group, std::chrono::milliseconds timeout = default_nccl_timeout,
+                nccl_calls calls = nccl_calls::blocking) {
     if (group.is_emulated() && group.size() > 1)
       detail::throw_invalid_argument(
           "communicator::create_clique", "group",
@@ -199,16 +287,19 @@ public:
     std::vector<communicator> ranks;
     ranks.reserve(group.size());
     for (int r = 0; r < size; ++r)
-      ranks.push_back(communicator(handles[r], r, size, group.device(r), timeout));
+      ranks.push_back(
+          communicator(handles[r], r, size, group.device(r), timeout, nccl_calls::bounded));
     for (communicator& c : ranks)
       detail::wait_until_done(c.handle_, deadline, "ncclCommInitRankConfig (clique)",
                               c.device().get(), c.rank(), size, timeout);
+    if (calls == nccl_calls::blocking) return blocking_twins(ranks, deadline);
     return ranks;
   }
 
   communicator(communicator&& other) noexcept
       : communicator_ref(std::exchange(other.handle_, nullptr), other.rank_, other.size_,
-                         other.device_, other.timeout_) {}
+                         other.device_, other.timeout_)
+      , calls_(other.calls_) {}
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
       destroy();
@@ -217,6 +308,7 @@ public:
       size_ = other.size_;
       device_ = other.device_;
       timeout_ = other.timeout_;
+      calls_ = other.calls_;
     }
     return *this;
   }
@@ -224,25 +316,22 @@ public:
   communicator& operator=(const communicator&) = delete;
   ~communicator() { destroy(); }
 
-  // Ranks that pass the same `color` form a new communicator, ordered by `key` (then by rank).
-  // Every rank of this communicator must call it: for one rank per process. Ranks driven from
-  // one thread split together with `clique::split`.
+  // Ranks that pass the same `color` form a new communicator, ordered by `key` (then by rank),
+  // whose calls behave as this one's. Every rank of this communicator must call it: for one rank
+  // per process. Ranks driven from one thread split together with `clique::split`.
   communicator split(int color, int key,
                      std::chrono::milliseconds timeout = default_nccl_timeout) const {
     detail::require_argument(color >= 0, "communicator::split", "color",
                              "must be 0 or more (ranks that want no communicator are not "
                              "supported here).");
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    scoped_device on(device_);
-    ncclConfig_t config = detail::nonblocking_config();
-    ncclComm_t made = nullptr;
-    const ncclResult_t started = ncclCommSplit(handle_, color, key, &made, &config);
-    if (started != ncclSuccess && started != ncclInProgress)
-      throw nccl_error(started, "ncclCommSplit", device_.get(), rank_);
-    detail::wait_until_done(handle_, deadline, "ncclCommSplit", device_.get(), rank_, size_, timeout);
-    detail::wait_until_done(made, deadline, "ncclCommSplit", device_.get(), rank_, size_, timeout);
-    return adopt(made, device_, timeout);
+    const auto made =
+        detail::split_together({*this}, {color}, {key}, calls_,
+                               std::chrono::steady_clock::now() + timeout, "ncclCommSplit");
+    return adopt(made[0], device_, timeout, calls_);
   }
+
+  // How this communicator's calls behave.
+  nccl_calls calls() const noexcept { return calls_; }
 
   // Waits until the work enqueued so far on `stream` (collectives of this communicator among it)
   // is done. If NCCL reports an error, or `timeout` passes first, aborts the communicator (which
@@ -251,11 +340,12 @@ public:
     detail::require_argument(!empty(), "communicator::wait", "this",
                              "the communicator was aborted or moved from; make a new one.");
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (true) {
+    for (unsigned spins = 0;;) {
       // A non-blocking communicator may still be handing operations to the stream
       // (ncclInProgress): the stream being idle means nothing until NCCL says ncclSuccess.
       ncclResult_t state = ncclSuccess;
-      check_nccl(ncclCommGetAsyncError(handle_, &state), "ncclCommGetAsyncError", device_.get(), rank_);
+      check_nccl(ncclCommGetAsyncError(handle_, &state), "ncclCommGetAsyncError", device_.get(),
+                 rank_);
       if (state == ncclSuccess && stream.ready()) return;
       if (state != ncclSuccess && state != ncclInProgress) {
         abort();
@@ -269,17 +359,19 @@ public:
                             " ms: some rank never arrived. The communicator was aborted; make a "
                             "new one to go on.");
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      detail::pause(spins++);
     }
   }
 
-  // Takes ownership of a communicator NCCL made (rank, size and device as NCCL says).
+  // Takes ownership of a communicator NCCL made (rank, size and device as NCCL says); `calls`
+  // says how it was configured (it decides how its splits are made).
   static communicator adopt(ncclComm_t handle, device_ref device,
-                            std::chrono::milliseconds timeout = default_nccl_timeout) {
+                            std::chrono::milliseconds timeout = default_nccl_timeout,
+                            nccl_calls calls = nccl_calls::blocking) {
     int rank = 0, size = 0;
     check_nccl(ncclCommUserRank(handle, &rank), "ncclCommUserRank", device.get());
     check_nccl(ncclCommCount(handle, &size), "ncclCommCount", device.get(), rank);
-    return communicator(handle, rank, size, device, timeout);
+    return communicator(handle, rank, size, device, timeout, calls);
   }
 
   // Ends every operation of this communicator at once and frees it; it cannot be used after.
@@ -295,11 +387,32 @@ public:
     return handle_ == nullptr || detail::aborted_communicators::contains(handle_);
   }
 
-private:
+ private:
   communicator(ncclComm_t handle, int rank, int size, device_ref device,
-               std::chrono::milliseconds timeout) noexcept
-      : communicator_ref(handle, rank, size, device, timeout) {
+               std::chrono::milliseconds timeout, nccl_calls calls) noexcept
+      : communicator_ref(handle, rank, size, device, timeout)
+      , calls_(calls) {
     detail::aborted_communicators::forget(handle); // a fresh communicator at a reused address
+  }
+
+  // Blocking twins of bounded communicators whose ranks have all joined: a split with one color
+  // keeps every rank and peer. NCCL fixes a communicator's blocking mode when it makes it, so this
+  // is how creation stays bounded while later calls cost what raw NCCL calls cost. The bounded
+  // ones are freed when the caller drops them.
+  static std::vector<communicator> blocking_twins(const std::vector<communicator>& bounded,
+                                                  std::chrono::steady_clock::time_point deadline) {
+    std::vector<communicator_ref> parents(bounded.begin(), bounded.end());
+    std::vector<int> colors(bounded.size(), 0), keys;
+    for (const communicator& c : bounded)
+      keys.push_back(c.rank());
+    const auto made = detail::split_together(parents, colors, keys, nccl_calls::blocking, deadline,
+                                             "ncclCommSplit (blocking twin)");
+    std::vector<communicator> twins;
+    for (std::size_t i = 0; i < made.size(); ++i)
+      twins.push_back(communicator(made[i], bounded[i].rank(), bounded[i].size(),
+                                   bounded[i].device(), bounded[i].timeout(),
+                                   nccl_calls::blocking));
+    return twins;
   }
 
   // Finalize (flush pending work, bounded), then destroy; abort if that does not go cleanly.
@@ -327,6 +440,8 @@ private:
     }
     handle_ = nullptr;
   }
+
+  nccl_calls calls_;
 };
 
 } // namespace cohort

@@ -34,7 +34,8 @@ inline void check_mpi(int result, const char* call) {
 } // namespace detail
 
 inline communicator bootstrap_from_mpi(MPI_Comm mpi,
-                                       std::chrono::milliseconds timeout = default_nccl_timeout) {
+                                       std::chrono::milliseconds timeout = default_nccl_timeout,
+                                       nccl_calls calls = nccl_calls::blocking) {
   int rank = 0, size = 0;
   detail::check_mpi(MPI_Comm_rank(mpi, &rank), "MPI_Comm_rank");
   detail::check_mpi(MPI_Comm_size(mpi, &size), "MPI_Comm_size");
@@ -50,8 +51,8 @@ inline communicator bootstrap_from_mpi(MPI_Comm mpi,
   ncclUniqueId id{};
   if (rank == 0) id = unique_id::create().native();
   detail::check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi), "MPI_Bcast");
-  return communicator::create(unique_id::from_native(id), size, rank, device_ref{local_rank % visible},
-                              timeout);
+  return communicator::create(unique_id::from_native(id), size, rank,
+                              device_ref{local_rank % visible}, timeout, calls);
 }
 
 } // namespace cohort

@@ -22,7 +22,7 @@
 namespace cohort {
 
 class unique_id {
-public:
+ public:
   // A fresh id (ncclGetUniqueId): call on one rank only.
   static unique_id create() {
     unique_id id;
@@ -49,10 +49,10 @@ public:
     return text;
   }
   static unique_id from_hex(const std::string& text) {
-    detail::require_argument(text.size() == 2 * sizeof(ncclUniqueId::internal), "unique_id::from_hex",
-                             "text",
-                             "must be " + std::to_string(2 * sizeof(ncclUniqueId::internal)) +
-                                 " hex digits, got " + std::to_string(text.size()) + " characters.");
+    detail::require_argument(
+        text.size() == 2 * sizeof(ncclUniqueId::internal), "unique_id::from_hex", "text",
+        "must be " + std::to_string(2 * sizeof(ncclUniqueId::internal)) + " hex digits, got " +
+            std::to_string(text.size()) + " characters.");
     auto value = [&](char c) -> int {
       if (c >= '0' && c <= '9') return c - '0';
       if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -91,8 +91,8 @@ public:
       std::string text;
       if (in && std::getline(in, text) && !text.empty()) return from_hex(text);
       if (std::chrono::steady_clock::now() > give_up)
-        throw std::runtime_error("cohort::unique_id::read_file: '" + path + "' did not appear within " +
-                                 std::to_string(timeout.count()) +
+        throw std::runtime_error("cohort::unique_id::read_file: '" + path +
+                                 "' did not appear within " + std::to_string(timeout.count()) +
                                  " ms; is rank 0 running and writing it to the same path?");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -100,7 +100,7 @@ public:
 
   const ncclUniqueId& native() const noexcept { return id_; }
 
-private:
+ private:
   ncclUniqueId id_{};
 };
 
