@@ -10,44 +10,6 @@
 #include <cstdlib>
 #include <string>
 
-namespace {
-
-struct measurement {
-  double us;
-  double algbw, busbw;
-};
-
-// Median over 5 rounds of the slowest rank's time for `iters` calls of `run`.
-template <class Run>
-double time_us(cohort::device_group& group, Run&& run, int iters) {
-  std::vector<cohort::event> start, stop;
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    start.emplace_back(group.device(i), cohort::event::timing::on);
-    stop.emplace_back(group.device(i), cohort::event::timing::on);
-  }
-  for (int w = 0; w < 5; ++w)
-    run();
-  group.synchronize();
-  std::vector<double> rounds;
-  for (int round = 0; round < 5; ++round) {
-    for (std::size_t i = 0; i < group.size(); ++i)
-      start[i].record(group.stream(i));
-    for (int k = 0; k < iters; ++k)
-      run();
-    for (std::size_t i = 0; i < group.size(); ++i)
-      stop[i].record(group.stream(i));
-    double slowest = 0;
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      stop[i].synchronize();
-      slowest = std::max(slowest, cohort::elapsed(start[i], stop[i]).count());
-    }
-    rounds.push_back(slowest * 1e3 / iters);
-  }
-  return bench::median(rounds);
-}
-
-} // namespace
-
 int main(int argc, char** argv) {
   if (cohort::device_count() == 0) {
     std::puts("nccl_bench: no GPU visible; nothing to measure.");
@@ -117,15 +79,15 @@ int main(int argc, char** argv) {
       }
       batch.end();
     };
-    const double raw_in = time_us(
+    const double raw_in = bench::group_time_us(
         group, [&] { raw(true); }, iters);
-    const double ours_in = time_us(
+    const double ours_in = bench::group_time_us(
         group, [&] { ours(true, nccl); }, iters);
-    const double raw_out = time_us(
+    const double raw_out = bench::group_time_us(
         group, [&] { raw(false); }, iters);
-    const double ours_out = time_us(
+    const double ours_out = bench::group_time_us(
         group, [&] { ours(false, nccl); }, iters);
-    const double bounded_in = time_us(
+    const double bounded_in = bench::group_time_us(
         group, [&] { ours(true, bounded); }, iters);
     const double b = static_cast<double>(count * sizeof(float));
     auto busbw = [&](double us) { return b / (us * 1e-6) / 1e9 * bus_factor; };
@@ -143,7 +105,7 @@ int main(int argc, char** argv) {
   const double gather_factor = ranks > 1 ? static_cast<double>(ranks - 1) / ranks : 1.0;
   for (std::size_t bytes = std::size_t{1} << 22; bytes * ranks <= max_bytes; bytes *= 8) {
     const std::size_t count = bytes / sizeof(float);
-    const double raw_g = time_us(
+    const double raw_g = bench::group_time_us(
         group,
         [&] {
           cohort::check_nccl(ncclGroupStart(), "ncclGroupStart");
@@ -155,7 +117,7 @@ int main(int argc, char** argv) {
           cohort::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
         },
         20);
-    const double ours_g = time_us(
+    const double ours_g = bench::group_time_us(
         group,
         [&] {
           cohort::nccl_group batch;
@@ -165,7 +127,7 @@ int main(int argc, char** argv) {
           batch.end();
         },
         20);
-    const double raw_s = time_us(
+    const double raw_s = bench::group_time_us(
         group,
         [&] {
           cohort::check_nccl(ncclGroupStart(), "ncclGroupStart");
@@ -178,7 +140,7 @@ int main(int argc, char** argv) {
           cohort::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
         },
         20);
-    const double ours_s = time_us(
+    const double ours_s = bench::group_time_us(
         group,
         [&] {
           cohort::nccl_group batch;

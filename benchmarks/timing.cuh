@@ -57,6 +57,37 @@ inline double host_us_per_call(const std::function<void()>& call, const std::fun
   return median(per);
 }
 
+// nccl-tests' method over a group: 5 warm-ups, then 5 rounds of `iters` back-to-back calls of
+// `run`, each timed by events on every member's stream; a round counts its slowest member.
+// Returns the median round's microseconds per call.
+template <class Run>
+double group_time_us(const cohort::device_group& group, Run&& run, int iters) {
+  std::vector<cohort::event> start, stop;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    start.emplace_back(group.device(i), cohort::event::timing::on);
+    stop.emplace_back(group.device(i), cohort::event::timing::on);
+  }
+  for (int w = 0; w < 5; ++w)
+    run();
+  group.synchronize();
+  std::vector<double> rounds;
+  for (int round = 0; round < 5; ++round) {
+    for (std::size_t i = 0; i < group.size(); ++i)
+      start[i].record(group.stream(i));
+    for (int k = 0; k < iters; ++k)
+      run();
+    for (std::size_t i = 0; i < group.size(); ++i)
+      stop[i].record(group.stream(i));
+    double slowest = 0;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      stop[i].synchronize();
+      slowest = std::max(slowest, cohort::elapsed(start[i], stop[i]).count());
+    }
+    rounds.push_back(slowest * 1e3 / iters);
+  }
+  return median(rounds);
+}
+
 inline void print_environment() {
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);

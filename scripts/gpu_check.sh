@@ -6,6 +6,9 @@
 #
 # Usage: scripts/gpu_check.sh [--no-sanitizer] [--no-bench] [--sanitizer-timeout SECONDS]
 #          [--benchmarks "NAME..."] [--tools "memcheck racecheck synccheck"] [--cases DOCTEST-FILTER]
+#          [--exclude TEST-CASE-PATTERNS] [--one-gpu-pass]
+# --one-gpu-pass also runs the GPU test program and p2p_bench (to 64 MiB) with only GPU 0 visible,
+# so that multi-GPU tests run on emulated groups (onegpu.log).
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
 # doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check.
 set -u -o pipefail
@@ -14,7 +17,9 @@ out=${OUT:-$PWD/gpu-logs}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 # never use NVLink multicast on shared machines
 sanitize=1 bench=1 sanitizer_timeout=180
-benchmarks="for_each_bench nccl_bench" tools="memcheck racecheck synccheck" cases=""
+benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck" cases=""
+exclude='*past 2^31*' one_gpu=0
+
 while (($#)); do
   case $1 in
     --no-sanitizer) sanitize=0 ;;
@@ -23,6 +28,8 @@ while (($#)); do
     --benchmarks) benchmarks=$2; shift ;;
     --tools) tools=$2; shift ;;
     --cases) cases=$2; shift ;;
+    --exclude) exclude=$2; shift ;;
+    --one-gpu-pass) one_gpu=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -44,13 +51,21 @@ step build cmake --preset default || exit 1
 step build cmake --build --preset default -j "$(nproc)" || exit 1
 step ctest ctest --preset test -j 8
 grep -E "tests passed|tests failed|Skipped|\(Failed\)|Not Run" "$out/ctest.log" | tail -20
-step examples build/examples/tour
+for example in build/examples/tour build/examples/user_type_all_reduce; do
+  step examples "$example"
+done
 
 if ((bench)); then
   for b in $benchmarks; do
     [[ -x build/benchmarks/$b ]] && step bench "build/benchmarks/$b"
   done
   cat "$out/bench.log"
+fi
+
+if ((one_gpu)); then
+  step onegpu env CUDA_VISIBLE_DEVICES=0 build/tests/gpu/gpu_tests --test-case-exclude='*past 2^31*'
+  grep -E "test cases:" "$out/onegpu.log" | tail -1
+  ((bench)) && step onegpu env CUDA_VISIBLE_DEVICES=0 build/benchmarks/p2p_bench 67108864
 fi
 
 if ((sanitize)); then
@@ -63,7 +78,7 @@ if ((sanitize)); then
   for tool in $tools; do
     step sanitizer timeout "$sanitizer_timeout" compute-sanitizer --tool "$tool" --error-exitcode 99 \
       --report-api-errors no --kernel-name-exclude kns=ncclDevKernel \
-      build/tests/gpu/gpu_tests --test-case-exclude='*past 2^31*' ${cases:+"$cases"}
+      build/tests/gpu/gpu_tests --test-case-exclude="$exclude" ${cases:+"$cases"}
   done
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:" "$out/sanitizer.log"
 fi

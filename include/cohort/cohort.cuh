@@ -29,14 +29,21 @@
 #include "partitioning/partition.cuh"
 
 #include "memory/device_buffer.cuh"
-#include "memory/pinned_slots.cuh"
 #include "memory/distributed_buffer.cuh"
+#include "memory/pinned_slots.cuh"
 
 #include "algorithms/for_each.cuh"
 #include "algorithms/pending.cuh"
 #include "algorithms/reduce.cuh"
 
 #include "version.cuh"
+
+// The peer-to-peer engine needs no NCCL.
+#include "communication/arguments.cuh"
+#include "communication/operators.cuh"
+#include "communication/p2p_clique.cuh"
+#include "communication/p2p_collectives.cuh"
+#include "communication/p2p_kernels.cuh"
 
 #if COHORT_WITH_NCCL
 #include "errors/nccl_error.cuh"

@@ -14,6 +14,7 @@
 
 #include "../execution/on_each.cuh"
 #include "../memory/distributed_buffer.cuh"
+#include "arguments.cuh"
 #include "collectives.cuh"
 
 #include <vector>
@@ -75,22 +76,6 @@ class clique {
 
 namespace detail {
 
-template <class T>
-std::size_t equal_shard_count(const distributed_buffer<T>& buffer, const clique& nccl,
-                              std::string_view function, std::string_view argument) {
-  require_buffer_of_group(buffer, nccl.group(), function, argument);
-  const std::size_t count = buffer.shard(0).data.size();
-  for (std::size_t i = 1; i < buffer.shards(); ++i)
-    if (buffer.shard(i).data.size() != count)
-      throw_invalid_argument(function, argument,
-                             "shard " + std::to_string(i) + " has " +
-                                 std::to_string(buffer.shard(i).data.size()) +
-                                 " elements but shard 0 has " + std::to_string(count) +
-                                 "; every rank's buffer must be the same size (make it with "
-                                 "partition::replicated).");
-  return count;
-}
-
 // Runs `call(rank, shard index)` for every member inside one NCCL group.
 template <class F>
 void on_every_rank(clique& nccl, F&& call) {
@@ -104,7 +89,7 @@ void on_every_rank(clique& nccl, F&& call) {
 
 template <class T, class Op>
 void all_reduce(clique& nccl, distributed_buffer<T>& data, Op op) {
-  detail::equal_shard_count(data, nccl, "all_reduce", "data");
+  detail::equal_shard_count(data, nccl.group(), "all_reduce", "data");
   detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
     all_reduce(c, data.shard(i).data, op, data.shard(i).stream);
   });
@@ -113,8 +98,8 @@ void all_reduce(clique& nccl, distributed_buffer<T>& data, Op op) {
 template <class T, class Op>
 void all_reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
                 Op op) {
-  const std::size_t count = detail::equal_shard_count(send, nccl, "all_reduce", "send");
-  detail::require_count(detail::equal_shard_count(recv, nccl, "all_reduce", "recv"), count,
+  const std::size_t count = detail::equal_shard_count(send, nccl.group(), "all_reduce", "send");
+  detail::require_count(detail::equal_shard_count(recv, nccl.group(), "all_reduce", "recv"), count,
                         "all_reduce", "recv", "per shard, the size of a shard of 'send'");
   detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
     all_reduce(c, send.shard(i).data, recv.shard(i).data, op, recv.shard(i).stream);
@@ -123,7 +108,7 @@ void all_reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buf
 
 template <class T>
 void broadcast(clique& nccl, distributed_buffer<T>& data, int root) {
-  detail::equal_shard_count(data, nccl, "broadcast", "data");
+  detail::equal_shard_count(data, nccl.group(), "broadcast", "data");
   detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
     broadcast(c, data.shard(i).data, root, data.shard(i).stream);
   });
@@ -132,9 +117,9 @@ void broadcast(clique& nccl, distributed_buffer<T>& data, int root) {
 template <class T, class Op>
 void reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv, Op op,
             int root) {
-  const std::size_t count = detail::equal_shard_count(send, nccl, "reduce", "send");
-  detail::require_count(detail::equal_shard_count(recv, nccl, "reduce", "recv"), count, "reduce",
-                        "recv", "per shard, the size of a shard of 'send'");
+  const std::size_t count = detail::equal_shard_count(send, nccl.group(), "reduce", "send");
+  detail::require_count(detail::equal_shard_count(recv, nccl.group(), "reduce", "recv"), count,
+                        "reduce", "recv", "per shard, the size of a shard of 'send'");
   detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
     reduce(c, send.shard(i).data, recv.shard(i).data, op, root, recv.shard(i).stream);
   });
@@ -143,8 +128,8 @@ void reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<
 // recv's shards each get every shard of send, in rank order.
 template <class T>
 void all_gather(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv) {
-  const std::size_t count = detail::equal_shard_count(send, nccl, "all_gather", "send");
-  detail::require_count(detail::equal_shard_count(recv, nccl, "all_gather", "recv"),
+  const std::size_t count = detail::equal_shard_count(send, nccl.group(), "all_gather", "send");
+  detail::require_count(detail::equal_shard_count(recv, nccl.group(), "all_gather", "recv"),
                         count * nccl.size(), "all_gather", "recv",
                         "per shard, size() times a shard of 'send'");
   detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
@@ -155,8 +140,8 @@ void all_gather(clique& nccl, const distributed_buffer<T>& send, distributed_buf
 template <class T, class Op>
 void reduce_scatter(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
                     Op op) {
-  const std::size_t count = detail::equal_shard_count(recv, nccl, "reduce_scatter", "recv");
-  detail::require_count(detail::equal_shard_count(send, nccl, "reduce_scatter", "send"),
+  const std::size_t count = detail::equal_shard_count(recv, nccl.group(), "reduce_scatter", "recv");
+  detail::require_count(detail::equal_shard_count(send, nccl.group(), "reduce_scatter", "send"),
                         count * nccl.size(), "reduce_scatter", "send",
                         "per shard, size() times a shard of 'recv'");
   detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {

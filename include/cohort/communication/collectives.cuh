@@ -14,6 +14,7 @@
 // (a device_buffer's span() or a shard's data). The stream must be on the communicator's device.
 #pragma once
 
+#include "arguments.cuh"
 #include "communicator.cuh"
 #include "nccl_traits.cuh"
 
@@ -99,26 +100,6 @@ inline void require_rank(communicator_ref comm, int rank, std::string_view funct
     throw_invalid_argument(function, argument,
                            "rank " + std::to_string(rank) + " is not in [0, " +
                                std::to_string(comm.size()) + ").");
-}
-
-inline void require_count(std::size_t got, std::size_t expected, std::string_view function,
-                          std::string_view argument, std::string_view why) {
-  if (got != expected)
-    throw_invalid_argument(function, argument,
-                           "has " + std::to_string(got) + " elements; expected " +
-                               std::to_string(expected) + " (" + std::string(why) + ").");
-}
-
-// Out-of-place calls may not have buffers that partly overlap (the same start is in place).
-template <class A, class B>
-void require_apart_or_same(const A* a, std::size_t a_bytes, const B* b, std::size_t b_bytes,
-                           std::string_view function) {
-  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-  if (x == y || a_bytes == 0 || b_bytes == 0) return;
-  if (x < y + b_bytes && y < x + a_bytes)
-    throw_invalid_argument(function, "recv",
-                           "overlaps 'send' without starting at the same address; use the "
-                           "in-place form or separate buffers.");
 }
 
 // NCCL's type and count for T's elements: NCCL's own type, else T's bytes as uint8.

@@ -263,7 +263,8 @@ class communicator : public communicator_ref {
     if (group.is_emulated() && group.size() > 1)
       detail::throw_invalid_argument(
           "communicator::create_clique", "group",
-          "is emulated: NCCL refuses two ranks on one GPU. Make the clique over a group of "
+          "is emulated: NCCL refuses two ranks on one GPU. Use cohort::p2p_clique (the "
+          "peer-to-peer engine) for collectives on an emulated group, or make the clique over "
           "distinct GPUs.");
     const int size = static_cast<int>(group.size());
     const unique_id id = unique_id::create();

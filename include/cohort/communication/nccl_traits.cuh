@@ -16,6 +16,8 @@
 #include <cuda_fp16.h>
 #include <nccl.h>
 
+#include "operators.cuh"
+
 #include <cstdint>
 #include <type_traits>
 
@@ -27,19 +29,6 @@
 #endif
 
 namespace cohort {
-
-// Operator tags; cuda::std::plus<>, multiplies<>, cuda::minimum<> and cuda::maximum<> map to the
-// same NCCL operators.
-struct sum_t {};
-struct prod_t {};
-struct min_t {};
-struct max_t {};
-struct avg_t {}; // the sum divided by the number of ranks
-inline constexpr sum_t sum{};
-inline constexpr prod_t prod{};
-inline constexpr min_t min{};
-inline constexpr max_t max{};
-inline constexpr avg_t avg{};
 
 namespace detail {
 
@@ -110,8 +99,9 @@ constexpr void require_nccl_element() {
                 "NCCL cannot carry this element type: it moves only its built-in types (int8, "
                 "uint8, int32, uint32, int64, uint64, half, bfloat16, float, double, fp8). "
                 "broadcast, all_gather, send and recv move any trivially copyable type as bytes; "
-                "reductions of user-defined types need cohort's peer-to-peer engine (not yet "
-                "available) or multi_device_reduce for a single value.");
+                "reductions of user-defined types go through cohort's peer-to-peer engine "
+                "(cohort::p2p_clique, p2p_collectives.cuh), or multi_device_reduce for a single "
+                "value.");
 }
 
 template <class T, class Op>
@@ -120,8 +110,9 @@ constexpr ncclRedOp_t nccl_op() {
   static_assert(nccl_op_of<std::remove_cvref_t<Op>>::known,
                 "NCCL cannot reduce with this operator: it has only sum, prod, min, max and avg "
                 "(cohort::sum, ..., or cuda::std::plus<>, multiplies<>, cuda::minimum<>, "
-                "cuda::maximum<>). Other operators need cohort's peer-to-peer engine (not yet "
-                "available) or multi_device_reduce for a single value.");
+                "cuda::maximum<>). Other operators go through cohort's peer-to-peer engine "
+                "(cohort::p2p_clique, "
+                "p2p_collectives.cuh), or multi_device_reduce for a single value.");
   return nccl_op_of<std::remove_cvref_t<Op>>::op;
 }
 

@@ -1,0 +1,54 @@
+// cohort/communication/operators.cuh — the reduction operators every collective understands.
+//
+// cohort::sum, prod, min, max and avg name NCCL's operators on the NCCL path and are ordinary
+// device function objects on the peer-to-peer path, which also takes any user operator:
+//
+//   cohort::all_reduce(nccl, grads, cohort::avg);                       // NCCL
+//   cohort::all_reduce(peers, stats, [] __device__(stats a, stats b) { return merge(a, b); });
+//
+// This header needs no NCCL.
+#pragma once
+
+#include <type_traits>
+
+namespace cohort {
+
+struct sum_t {
+  template <class A>
+  __host__ __device__ A operator()(const A& a, const A& b) const {
+    return a + b;
+  }
+};
+struct prod_t {
+  template <class A>
+  __host__ __device__ A operator()(const A& a, const A& b) const {
+    return a * b;
+  }
+};
+struct min_t {
+  template <class A>
+  __host__ __device__ A operator()(const A& a, const A& b) const {
+    return b < a ? b : a;
+  }
+};
+struct max_t {
+  template <class A>
+  __host__ __device__ A operator()(const A& a, const A& b) const {
+    return a < b ? b : a;
+  }
+};
+// The sum divided by the number of ranks (the division is done once, after the sum).
+struct avg_t : sum_t {};
+
+inline constexpr sum_t sum{};
+inline constexpr prod_t prod{};
+inline constexpr min_t min{};
+inline constexpr max_t max{};
+inline constexpr avg_t avg{};
+
+namespace detail {
+template <class Op>
+inline constexpr bool divides_by_ranks = std::is_same_v<std::remove_cvref_t<Op>, avg_t>;
+} // namespace detail
+
+} // namespace cohort

@@ -1,0 +1,470 @@
+// The peer-to-peer engine: all_reduce (one-shot, two-shot, automatic; in and out of place),
+// all_gather and broadcast over groups of 2, 3 and 4 members (real GPUs where that many are
+// visible, else emulated on GPU 0), for built-in, half-precision and user-defined types, against
+// host references; long runs without host synchronisation; argument errors.
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <utility>
+
+namespace {
+
+using cohort::p2p_algorithm;
+
+const std::size_t counts[] = {0, 1, 2, 3, 7, 8, 9, 31, 255, 1000, 7919, 65537, 300007};
+const std::size_t group_sizes[] = {2, 3, 4};
+
+struct stats {
+  float lo, hi, total;
+  int count;
+};
+struct merge_stats {
+  __host__ __device__ stats operator()(stats a, stats b) const {
+    return {a.lo < b.lo ? a.lo : b.lo, a.hi < b.hi ? b.hi : a.hi, a.total + b.total,
+            a.count + b.count};
+  }
+};
+bool operator==(const stats& a, const stats& b) {
+  return a.lo == b.lo && a.hi == b.hi && a.total == b.total && a.count == b.count;
+}
+
+struct arg_max {
+  float value;
+  int index;
+};
+// The larger value; on a tie the smaller index (associative and commutative).
+struct pick_max {
+  __host__ __device__ arg_max operator()(arg_max a, arg_max b) const {
+    if (a.value != b.value) return a.value < b.value ? b : a;
+    return a.index < b.index ? a : b;
+  }
+};
+bool operator==(const arg_max& a, const arg_max& b) {
+  return a.value == b.value && a.index == b.index;
+}
+
+// Rank r's element i, as a small integer so that every sum below is exact in every type.
+int small(int rank, std::size_t i) {
+  return static_cast<int>((i * 2654435761u + static_cast<unsigned>(rank) * 40503u) % 29) - 14;
+}
+
+template <class T>
+struct case_of {
+  std::function<T(int, std::size_t)> value;       // rank's element i
+  std::function<T(const std::vector<T>&)> reduce; // the host reference over the ranks' elements
+};
+
+template <class T>
+bool same(const T& a, const T& b) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half2float(a) == __half2float(b);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(a) == __bfloat162float(b);
+  else
+    return a == b;
+}
+
+// Runs every algorithm, count and placement on a group of `members` and compares each rank's
+// output with the reference, element by element.
+template <class T, class Op>
+void check_all_reduce(std::size_t members, Op op, const case_of<T>& c,
+                      cohort::p2p_options options = {}) {
+  auto group = cohort::testing::group_of(members);
+  cohort::p2p_clique peers(group, std::size_t{8} << 20); // one-shot can take every count here
+  for (const auto algorithm :
+       {p2p_algorithm::one_shot, p2p_algorithm::two_shot, p2p_algorithm::automatic})
+    for (const std::size_t count : counts)
+      for (const bool in_place : {true, false}) {
+        const int algo = static_cast<int>(algorithm);
+        CAPTURE(members);
+        CAPTURE(algo);
+        CAPTURE(count);
+        CAPTURE(in_place);
+        const auto split = cohort::partition::replicated(count, members);
+        cohort::distributed_buffer<T> send(group, split), recv(group, split);
+        std::vector<std::vector<T>> inputs(members, std::vector<T>(count));
+        for (std::size_t r = 0; r < members; ++r) {
+          for (std::size_t i = 0; i < count; ++i)
+            inputs[r][i] = c.value(static_cast<int>(r), i);
+          send.local(r).copy_from_host(inputs[r]);
+        }
+        recv.fill_bytes(cohort::testing::poison_byte);
+        options.algorithm = algorithm;
+        if (in_place)
+          cohort::all_reduce(peers, send, op, options);
+        else
+          cohort::all_reduce(peers, std::as_const(send), recv, op, options);
+        std::vector<T> expected(count), column(members);
+        for (std::size_t i = 0; i < count; ++i) {
+          for (std::size_t r = 0; r < members; ++r)
+            column[r] = inputs[r][i];
+          expected[i] = c.reduce(column);
+        }
+        for (std::size_t r = 0; r < members; ++r) {
+          std::vector<T> got(count);
+          (in_place ? send : recv).local(r).copy_to_host(got);
+          group.synchronize();
+          std::size_t wrong = 0;
+          for (std::size_t i = 0; i < count; ++i)
+            wrong += same(got[i], expected[i]) ? 0 : 1;
+          CAPTURE(r);
+          CHECK(wrong == 0);
+        }
+      }
+}
+
+template <class T>
+case_of<T> summed() {
+  return {[](int r, std::size_t i) { return static_cast<T>(static_cast<float>(small(r, i))); },
+          [](const std::vector<T>& v) {
+            double s = 0;
+            for (const T& x : v)
+              s += static_cast<double>(static_cast<float>(x));
+            return static_cast<T>(static_cast<float>(s));
+          }};
+}
+
+} // namespace
+
+TEST_CASE("p2p all_reduce sums float, int and double exactly on groups of 2, 3 and 4") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t m : group_sizes) {
+    check_all_reduce<float>(m, cohort::sum, summed<float>());
+    check_all_reduce<int>(m, cohort::sum,
+                          {[](int r, std::size_t i) { return small(r, i); },
+                           [](const std::vector<int>& v) {
+                             long long s = 0;
+                             for (int x : v)
+                               s += x;
+                             return static_cast<int>(s);
+                           }});
+    // avg: the sum (exact) divided once by the number of ranks.
+    check_all_reduce<double>(m, cohort::avg,
+                             {[](int r, std::size_t i) { return static_cast<double>(small(r, i)); },
+                              [](const std::vector<double>& v) {
+                                double s = 0;
+                                for (double x : v)
+                                  s += x;
+                                return s / static_cast<double>(v.size());
+                              }});
+  }
+}
+
+TEST_CASE("p2p all_reduce takes min, max and prod, and one-byte elements") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t m : group_sizes) {
+    check_all_reduce<std::uint8_t>(
+        m, cohort::max,
+        {[](int r, std::size_t i) { return static_cast<std::uint8_t>(small(r, i) + 100); },
+         [](const std::vector<std::uint8_t>& v) { return *std::max_element(v.begin(), v.end()); }});
+    check_all_reduce<long long>(
+        m, cohort::min,
+        {[](int r, std::size_t i) { return static_cast<long long>(small(r, i)) << 33; },
+         [](const std::vector<long long>& v) { return *std::min_element(v.begin(), v.end()); }});
+    check_all_reduce<int>(m, cohort::prod,
+                          {[](int r, std::size_t i) { return small(r, i) % 3; },
+                           [](const std::vector<int>& v) {
+                             int p = 1;
+                             for (int x : v)
+                               p *= x;
+                             return p;
+                           }});
+  }
+}
+
+TEST_CASE("p2p all_reduce of half and bfloat16, in their own type and accumulated in float") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t m : group_sizes)
+    for (const bool wide : {false, true}) {
+      CAPTURE(wide);
+      check_all_reduce<__half>(m, cohort::sum, summed<__half>(), {.accumulate_in_float = wide});
+      check_all_reduce<__nv_bfloat16>(m, cohort::sum, summed<__nv_bfloat16>(),
+                                      {.accumulate_in_float = wide});
+    }
+}
+
+TEST_CASE("accumulating half in float rounds once, where half accumulation rounds at every step") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(4);
+  cohort::p2p_clique peers(group);
+  // 2048 + 1 + 1 + 1: in half, 2048 + 1 rounds back to 2048 each time; in float the sum is 2051,
+  // which rounds once to 2052 (half's spacing at 2048 is 2).
+  cohort::distributed_buffer<__half> x(group, cohort::partition::replicated(5, 4));
+  for (const bool wide : {false, true}) {
+    for (std::size_t r = 0; r < 4; ++r)
+      x.local(r).copy_from_host(std::vector<__half>(5, __float2half(r == 0 ? 2048.0f : 1.0f)));
+    cohort::all_reduce(peers, x, cohort::sum, {.accumulate_in_float = wide});
+    std::vector<__half> out(5);
+    x.local(3).copy_to_host(out);
+    group.synchronize();
+    CHECK(__half2float(out[4]) == (wide ? 2052.0f : 2048.0f));
+  }
+}
+
+TEST_CASE("p2p all_reduce of user-defined types with user operators") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t m : group_sizes) {
+    check_all_reduce<stats>(m, merge_stats{},
+                            {[](int r, std::size_t i) {
+                               const float v = static_cast<float>(small(r, i));
+                               return stats{v, v, v, 1};
+                             },
+                             [](const std::vector<stats>& v) {
+                               stats s = v[0];
+                               for (std::size_t k = 1; k < v.size(); ++k)
+                                 s = merge_stats{}(s, v[k]);
+                               return s;
+                             }});
+    check_all_reduce<arg_max>(m, pick_max{},
+                              {[](int r, std::size_t i) {
+                                 return arg_max{static_cast<float>(small(r, i) % 4), r};
+                               },
+                               [](const std::vector<arg_max>& v) {
+                                 arg_max best = v[0];
+                                 for (std::size_t k = 1; k < v.size(); ++k)
+                                   best = pick_max{}(best, v[k]);
+                                 return best;
+                               }});
+  }
+}
+
+TEST_CASE("p2p all_reduce over per-device spans, with a device lambda") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::p2p_clique peers(group);
+  const std::size_t n = 4097;
+  std::vector<cohort::device_buffer<int>> in, out;
+  std::vector<cuda::std::span<const int>> send;
+  std::vector<cuda::std::span<int>> recv;
+  for (std::size_t r = 0; r < 2; ++r) {
+    in.emplace_back(n, group.stream(r));
+    out.emplace_back(n, group.stream(r));
+    in.back().copy_from_host(std::vector<int>(n, static_cast<int>(r) + 5));
+    out.back().fill_bytes(cohort::testing::poison_byte);
+    send.push_back(in.back().span());
+    recv.push_back(out.back().span());
+  }
+  cohort::all_reduce(peers, send, recv, [] __device__(int a, int b) { return a * 10 + b; });
+  for (std::size_t r = 0; r < 2; ++r) {
+    std::vector<int> got(n);
+    out[r].copy_to_host(got);
+    group.synchronize();
+    CHECK(got == std::vector<int>(n, 56)); // rank order: 5 * 10 + 6
+  }
+}
+
+TEST_CASE("10,000 back-to-back p2p all_reduces without host synchronisation stay right") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (const std::size_t members : {std::size_t{2}, std::size_t{3}})
+    for (const auto algorithm : {p2p_algorithm::one_shot, p2p_algorithm::two_shot}) {
+      const int algo = static_cast<int>(algorithm);
+      CAPTURE(members);
+      CAPTURE(algo);
+      auto group = cohort::testing::group_of(members);
+      cohort::p2p_clique peers(group);
+      const std::size_t n = algorithm == p2p_algorithm::one_shot ? 4099 : 100003;
+      const int calls = 10000;
+      cohort::distributed_buffer<long long> x(group, cohort::partition::replicated(n, members));
+      x.fill_bytes(0);
+      // Each call: rank r adds (r + 1) * (k % 5 + 1) to every element, then all take the max,
+      // which is the last rank's value: a rank that read a stale peer value would fall behind.
+      long long expected = 0;
+      for (int k = 0; k < calls; ++k) {
+        for (std::size_t r = 0; r < members; ++r) {
+          long long* p = x.shard(r).data.data();
+          const long long add = static_cast<long long>(r + 1) * (k % 5 + 1);
+          cohort::for_each_n(group.stream(r), n, [=] __device__(std::size_t i) { p[i] += add; });
+        }
+        cohort::all_reduce(peers, x, cohort::max, {.algorithm = algorithm});
+        expected += static_cast<long long>(members) * (k % 5 + 1);
+      }
+      for (std::size_t r = 0; r < members; ++r) {
+        std::vector<long long> got(n);
+        x.local(r).copy_to_host(got);
+        group.synchronize();
+        CAPTURE(r);
+        CHECK(std::count(got.begin(), got.end(), expected) == static_cast<long>(n));
+      }
+    }
+}
+
+TEST_CASE("p2p all_gather and broadcast move every element to every rank") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : group_sizes)
+    for (const std::size_t count : counts) {
+      CAPTURE(members);
+      CAPTURE(count);
+      auto group = cohort::testing::group_of(members);
+      cohort::p2p_clique peers(group);
+      cohort::distributed_buffer<short> mine(group, cohort::partition::replicated(count, members));
+      cohort::distributed_buffer<short> all(
+          group, cohort::partition::replicated(count * members, members));
+      std::vector<short> everyone(count * members);
+      for (std::size_t r = 0; r < members; ++r) {
+        std::vector<short> v(count);
+        for (std::size_t i = 0; i < count; ++i)
+          v[i] = static_cast<short>(small(static_cast<int>(r), i) * 100 + static_cast<int>(r));
+        std::copy(v.begin(), v.end(), everyone.begin() + static_cast<long>(r * count));
+        mine.local(r).copy_from_host(v);
+      }
+      all.fill_bytes(cohort::testing::poison_byte);
+      cohort::all_gather(peers, std::as_const(mine), all);
+      const int root = static_cast<int>(members - 1);
+      cohort::broadcast(peers, mine, root);
+      for (std::size_t r = 0; r < members; ++r) {
+        std::vector<short> got(count * members), copy(count);
+        all.local(r).copy_to_host(got);
+        mine.local(r).copy_to_host(copy);
+        group.synchronize();
+        CAPTURE(r);
+        CHECK(got == everyone);
+        CHECK(std::equal(copy.begin(), copy.end(),
+                         everyone.begin() + static_cast<long>(root * count)));
+      }
+    }
+}
+
+TEST_CASE("p2p reduce_scatter and reduce agree with the host, and leave other ranks alone") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : group_sizes)
+    for (const std::size_t count : counts)
+      for (const bool wide : {false, true}) {
+        CAPTURE(members);
+        CAPTURE(count);
+        CAPTURE(wide);
+        auto group = cohort::testing::group_of(members);
+        cohort::p2p_clique peers(group);
+        // reduce_scatter of stats (a user type) and reduce of __half, the latter either way.
+        cohort::distributed_buffer<stats> all(
+            group, cohort::partition::replicated(count * members, members));
+        cohort::distributed_buffer<stats> block(group,
+                                                cohort::partition::replicated(count, members));
+        cohort::distributed_buffer<__half> x(group, cohort::partition::replicated(count, members));
+        cohort::distributed_buffer<__half> y(group, cohort::partition::replicated(count, members));
+        std::vector<std::vector<stats>> in(members, std::vector<stats>(count * members));
+        std::vector<std::vector<__half>> hin(members, std::vector<__half>(count));
+        for (std::size_t r = 0; r < members; ++r) {
+          for (std::size_t i = 0; i < count * members; ++i) {
+            const float v = static_cast<float>(small(static_cast<int>(r), i));
+            in[r][i] = stats{v, v, v, 1};
+          }
+          for (std::size_t i = 0; i < count; ++i)
+            hin[r][i] = __float2half(static_cast<float>(small(static_cast<int>(r), i + 3)));
+          all.local(r).copy_from_host(in[r]);
+          x.local(r).copy_from_host(hin[r]);
+        }
+        block.fill_bytes(cohort::testing::poison_byte);
+        y.fill_bytes(cohort::testing::poison_byte);
+        cohort::reduce_scatter(peers, std::as_const(all), block, merge_stats{});
+        const int root = static_cast<int>(count % members);
+        cohort::reduce(peers, std::as_const(x), y, cohort::sum, root,
+                       {.accumulate_in_float = wide});
+        for (std::size_t r = 0; r < members; ++r) {
+          std::vector<stats> got(count);
+          std::vector<__half> hgot(count);
+          block.local(r).copy_to_host(got);
+          y.local(r).copy_to_host(hgot);
+          group.synchronize();
+          std::size_t wrong = 0, hwrong = 0;
+          for (std::size_t i = 0; i < count; ++i) {
+            stats want = in[0][r * count + i];
+            for (std::size_t q = 1; q < members; ++q)
+              want = merge_stats{}(want, in[q][r * count + i]);
+            wrong += got[i] == want ? 0 : 1;
+            if (static_cast<int>(r) == root) {
+              double sum = 0;
+              for (std::size_t q = 0; q < members; ++q)
+                sum += __half2float(hin[q][i]);
+              hwrong += __half2float(hgot[i]) == static_cast<float>(sum) ? 0 : 1;
+            } else {
+              const __half poison = cohort::testing::poison_value<__half>();
+              hwrong += std::memcmp(&hgot[i], &poison, sizeof(__half)) == 0 ? 0 : 1;
+            }
+          }
+          CAPTURE(r);
+          CHECK(wrong == 0);
+          CHECK(hwrong == 0);
+        }
+      }
+}
+
+TEST_CASE("p2p all_gather in place: each rank's input already in its own slot") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(3);
+  cohort::p2p_clique peers(group);
+  const std::size_t count = 1001;
+  cohort::distributed_buffer<float> all(group, cohort::partition::replicated(3 * count, 3));
+  std::vector<float> expected(3 * count);
+  for (std::size_t r = 0; r < 3; ++r) {
+    std::vector<float> v(3 * count, cohort::testing::poison_value<float>());
+    for (std::size_t i = 0; i < count; ++i)
+      v[r * count + i] = expected[r * count + i] =
+          static_cast<float>(small(static_cast<int>(r), i));
+    all.local(r).copy_from_host(v);
+  }
+  // Rank r's input is slot r of its own output.
+  std::vector<cuda::std::span<float>> slots, whole;
+  for (std::size_t r = 0; r < 3; ++r) {
+    slots.push_back(all.shard(r).data.subspan(r * count, count));
+    whole.push_back(all.shard(r).data);
+  }
+  cohort::all_gather(peers, slots, whole);
+  for (std::size_t r = 0; r < 3; ++r) {
+    std::vector<float> got(3 * count);
+    all.local(r).copy_to_host(got);
+    group.synchronize();
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("p2p arguments are checked before anything is enqueued") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::p2p_clique peers(group, 1024);
+  CHECK(peers.one_shot_limit() == 1024);
+  cohort::distributed_buffer<float> x(group, cohort::partition::replicated(1000, 2));
+  CHECK_THROWS_WITH_AS(
+      cohort::all_reduce(peers, x, cohort::sum, {.algorithm = p2p_algorithm::one_shot}),
+      doctest::Contains("one_shot takes at most 1024 bytes"), std::invalid_argument);
+  cohort::distributed_buffer<float> uneven(group, cohort::partition::even(1001, 2));
+  CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, uneven, cohort::sum),
+                       doctest::Contains("every rank's buffer must be the same size"),
+                       std::invalid_argument);
+  cohort::distributed_buffer<float> small_recv(group, cohort::partition::replicated(999, 2));
+  CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, std::as_const(x), small_recv, cohort::sum),
+                       doctest::Contains("argument 'recv'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::broadcast(peers, x, 2), doctest::Contains("argument 'root'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::reduce(peers, std::as_const(x), small_recv, cohort::sum, 0),
+                       doctest::Contains("argument 'recv'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::reduce_scatter(peers, std::as_const(x), x, cohort::sum),
+                       doctest::Contains("argument 'send'"), std::invalid_argument);
+  std::vector<cuda::std::span<float>> one{x.shard(0).data};
+  CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, one, cohort::sum),
+                       doctest::Contains("one span per member"), std::invalid_argument);
+  std::vector<float> host(10);
+  std::vector<cuda::std::span<float>> on_host{cuda::std::span<float>(host.data(), 10),
+                                              cuda::std::span<float>(host.data(), 10)};
+  CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, on_host, cohort::sum),
+                       doctest::Contains("is not memory of device"), std::invalid_argument);
+  auto nine = cohort::device_group::emulated(cohort::device_ref{0}, 9);
+  CHECK_THROWS_WITH_AS(cohort::p2p_clique{nine}, doctest::Contains("at most 8"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("a p2p span on another member's device is refused") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  cohort::device_group group({cohort::device_ref{0}, cohort::device_ref{1}});
+  cohort::p2p_clique peers(group);
+  cohort::device_buffer<float> a(16, group.stream(0)), b(16, group.stream(0));
+  std::vector<cuda::std::span<float>> both_on_0{a.span(), b.span()};
+  CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, both_on_0, cohort::sum),
+                       doctest::Contains("span 1 is not memory of device 1"),
+                       std::invalid_argument);
+  group.synchronize();
+}
