@@ -34,10 +34,13 @@ __global__ void nothing_kernel() {}
 
 void fill(cohort::device_buffer<float>& b, float v) {
   float* p = b.data();
-  cohort::for_each_n(b.stream(), b.size(), [=] __device__(std::size_t i) { p[i] = v + 1e-7f * (i % 1000); });
+  cohort::for_each_n(b.stream(), b.size(),
+                     [=] __device__(std::size_t i) { p[i] = v + 1e-7f * (i % 1000); });
 }
 
-double gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+double gbps(double bytes, double ms) {
+  return bytes / (ms * 1e-3) / 1e9;
+}
 
 } // namespace
 
@@ -91,20 +94,17 @@ int main(int argc, char** argv) {
     row("cohort::multi_device_for_each_n, group of 1", group_ms);
   }
 
-  // 2. Strong scaling over every real GPU: the same total work on 1 and on N.
+  // 2. Scaling over every real GPU: strong (the same total work on 1 and on N GPUs, efficiency
+  // T1 / (N·TN)) and weak (the same work per GPU, efficiency T1 / TN).
   const auto gpus = cohort::devices();
   if (gpus.size() > 1) {
-    const std::size_t total = n * gpus.size() / 2 * 2;
-    double t1 = 0;
-    std::printf("\n## strong scaling, y = a*x + y over %zu floats in all\n\n", total);
-    std::printf("| GPUs | ms | efficiency T1/(N*TN) |\n| --- | --- | --- |\n");
-    for (std::size_t g = 1; g <= gpus.size(); ++g) {
+    auto run_on = [&](std::size_t g, std::size_t total) {
       cohort::device_group group(std::vector<cohort::device_ref>(gpus.begin(), gpus.begin() + g));
       cohort::distributed_buffer<float> x(group, total), y(group, total);
       cohort::on_each_shard(x, [&](cohort::shard<float> sh) { fill(x.local(sh.rank), 1.0f); });
       cohort::on_each_shard(y, [&](cohort::shard<float> sh) { fill(y.local(sh.rank), 2.0f); });
       group.synchronize();
-      const double ms = bench::time_ms(s, [&] {
+      return bench::time_ms(s, [&] {
         group.fork(s);
         cohort::on_each_shard(y, [&](cohort::shard<float> ys) {
           cohort::for_each_n(ys.stream, ys.data.size(),
@@ -112,19 +112,33 @@ int main(int argc, char** argv) {
         });
         group.join(s);
       });
+    };
+    const std::size_t total = n * gpus.size() / 2 * 2;
+    std::printf("\n## strong scaling, y = a*x + y over %zu floats in all\n\n", total);
+    std::printf("| GPUs | ms | efficiency T1/(N*TN) |\n| --- | --- | --- |\n");
+    double t1 = 0;
+    for (std::size_t g = 1; g <= gpus.size(); ++g) {
+      const double ms = run_on(g, total);
       if (g == 1) t1 = ms;
       std::printf("| %zu | %.3f | %.3f |\n", g, ms, t1 / (g * ms));
     }
+    std::printf("\n## weak scaling, y = a*x + y over %zu floats per GPU\n\n", n);
+    std::printf("| GPUs | ms | efficiency T1/TN |\n| --- | --- | --- |\n");
+    for (std::size_t g = 1; g <= gpus.size(); ++g) {
+      const double ms = run_on(g, n * g);
+      if (g == 1) t1 = ms;
+      std::printf("| %zu | %.3f | %.3f |\n", g, ms, t1 / ms);
+    }
   } else {
-    std::printf("\n## strong scaling: one GPU visible; the 2-GPU figures come from a 2-GPU run\n");
+    std::printf("\n## scaling: one GPU visible; the multi-GPU figures come from a multi-GPU run\n");
   }
 
   // 3. Host overhead of one call on a one-element range.
   {
     cohort::device_group one{d0};
     auto group_sync = [&] { one.synchronize(); };
-    const double cohort_us =
-        bench::host_us_per_call([&] { cohort::multi_device_for_each_n(one, 1, nothing{}); }, group_sync);
+    const double cohort_us = bench::host_us_per_call(
+        [&] { cohort::multi_device_for_each_n(one, 1, nothing{}); }, group_sync);
     const cudaStream_t raw = one.stream(0).native_handle();
     const double raw_us = bench::host_us_per_call(
         [&] {
@@ -132,8 +146,8 @@ int main(int argc, char** argv) {
           nothing_kernel<<<1, 1, 0, raw>>>();
         },
         group_sync);
-    const double single_us =
-        bench::host_us_per_call([&] { cohort::for_each_n(one.stream(0), 1, nothing{}); }, group_sync);
+    const double single_us = bench::host_us_per_call(
+        [&] { cohort::for_each_n(one.stream(0), 1, nothing{}); }, group_sync);
     std::printf("\n## host time per call on a 1-element range, GPU 0\n\n");
     std::printf("| version | us per call |\n| --- | --- |\n");
     std::printf("| cudaSetDevice + kernel<<<1,1>>> (baseline) | %.2f |\n", raw_us);
@@ -170,12 +184,14 @@ int main(int argc, char** argv) {
       cohort::multi_device_for_each_n(group, n, f, balancer);
       group.join(s);
     });
-    std::printf("\n## adaptive partitioning, y = a*x + y on an emulated group with %u and %u SMs\n\n",
-                group.sm_count(0), group.sm_count(1));
-    std::printf("| split | share of member 1 | ms per call | speed-up vs even |\n| --- | --- | --- | --- |\n");
+    std::printf(
+        "\n## adaptive partitioning, y = a*x + y on an emulated group with %u and %u SMs\n\n",
+        group.sm_count(0), group.sm_count(1));
+    std::printf("| split | share of member 1 | ms per call | speed-up vs even |\n| --- | --- | --- "
+                "| --- |\n");
     std::printf("| even | 0.500 | %.3f | 1.000 |\n", even_ms);
-    std::printf("| by_capability | %.3f | %.3f | %.3f |\n", cap[1] / (cap[0] + cap[1]), capability_ms,
-                even_ms / capability_ms);
+    std::printf("| by_capability | %.3f | %.3f | %.3f |\n", cap[1] / (cap[0] + cap[1]),
+                capability_ms, even_ms / capability_ms);
     std::printf("| adaptive (after 20 calls) | %.3f | %.3f | %.3f |\n", balancer.weights()[1],
                 adaptive_ms, even_ms / adaptive_ms);
   } else {
@@ -193,21 +209,26 @@ int main(int argc, char** argv) {
     float host_sum = 0;
     auto cub_call = [&] {
       cub::DeviceReduce::Sum(temp.data(), temp_bytes, x.data(), out.data(), n, s.native_handle());
-      cudaMemcpyAsync(&host_sum, out.data(), sizeof(float), cudaMemcpyDeviceToHost, s.native_handle());
+      cudaMemcpyAsync(&host_sum, out.data(), sizeof(float), cudaMemcpyDeviceToHost,
+                      s.native_handle());
       s.synchronize();
     };
     cohort::device_group one{d0};
     cohort::distributed_buffer<float> xd(one, n);
     x.copy_to(xd.local(0));
     one.synchronize();
-    auto cohort_call = [&] { host_sum = cohort::multi_device_reduce(one, xd, 0.0f, cuda::std::plus<>{}).wait(); };
+    auto cohort_call = [&] {
+      host_sum = cohort::multi_device_reduce(one, xd, 0.0f, cuda::std::plus<>{}).wait();
+    };
     auto host_ms = [](const std::function<void()>& f) {
-      for (int i = 0; i < 3; ++i) f();
+      for (int i = 0; i < 3; ++i)
+        f();
       std::vector<double> v;
       for (int i = 0; i < 20; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         f();
-        v.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        v.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count());
       }
       return bench::median(v);
     };
@@ -224,10 +245,11 @@ int main(int argc, char** argv) {
       cohort::distributed_buffer<float> xa(all, n);
       cohort::on_each_shard(xa, [&](cohort::shard<float> sh) { fill(xa.local(sh.rank), 0.5f); });
       all.synchronize();
-      const double all_ms =
-          host_ms([&] { host_sum = cohort::multi_device_reduce(all, xa, 0.0f, cuda::std::plus<>{}).wait(); });
-      std::printf("| cohort::multi_device_reduce, %zu GPUs | %.3f | %.0f | %.3f |\n", gpus.size(), all_ms,
-                  gbps(n * 4.0, all_ms), cub_ms / all_ms);
+      const double all_ms = host_ms([&] {
+        host_sum = cohort::multi_device_reduce(all, xa, 0.0f, cuda::std::plus<>{}).wait();
+      });
+      std::printf("| cohort::multi_device_reduce, %zu GPUs | %.3f | %.0f | %.3f |\n", gpus.size(),
+                  all_ms, gbps(n * 4.0, all_ms), cub_ms / all_ms);
     }
   }
   return 0;

@@ -57,35 +57,45 @@ inline double host_us_per_call(const std::function<void()>& call, const std::fun
   return median(per);
 }
 
-// nccl-tests' method over a group: 5 warm-ups, then 5 rounds of `iters` back-to-back calls of
-// `run`, each timed by events on every member's stream; a round counts its slowest member.
-// Returns the median round's microseconds per call.
+// nccl-tests' method over streams: 5 warm-ups, then 5 rounds of `iters` back-to-back calls of
+// `run`, each timed by events on every stream; a round counts its slowest stream. Returns the
+// median round's microseconds per call.
 template <class Run>
-double group_time_us(const cohort::device_group& group, Run&& run, int iters) {
+double streams_time_us(const std::vector<cohort::stream_ref>& streams, Run&& run, int iters) {
   std::vector<cohort::event> start, stop;
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    start.emplace_back(group.device(i), cohort::event::timing::on);
-    stop.emplace_back(group.device(i), cohort::event::timing::on);
+  for (cohort::stream_ref s : streams) {
+    start.emplace_back(s.device(), cohort::event::timing::on);
+    stop.emplace_back(s.device(), cohort::event::timing::on);
   }
   for (int w = 0; w < 5; ++w)
     run();
-  group.synchronize();
+  for (cohort::stream_ref s : streams)
+    s.synchronize();
   std::vector<double> rounds;
   for (int round = 0; round < 5; ++round) {
-    for (std::size_t i = 0; i < group.size(); ++i)
-      start[i].record(group.stream(i));
+    for (std::size_t i = 0; i < streams.size(); ++i)
+      start[i].record(streams[i]);
     for (int k = 0; k < iters; ++k)
       run();
-    for (std::size_t i = 0; i < group.size(); ++i)
-      stop[i].record(group.stream(i));
+    for (std::size_t i = 0; i < streams.size(); ++i)
+      stop[i].record(streams[i]);
     double slowest = 0;
-    for (std::size_t i = 0; i < group.size(); ++i) {
+    for (std::size_t i = 0; i < streams.size(); ++i) {
       stop[i].synchronize();
       slowest = std::max(slowest, cohort::elapsed(start[i], stop[i]).count());
     }
     rounds.push_back(slowest * 1e3 / iters);
   }
   return median(rounds);
+}
+
+// The same over every member's stream of a group.
+template <class Run>
+double group_time_us(const cohort::device_group& group, Run&& run, int iters) {
+  std::vector<cohort::stream_ref> streams;
+  for (std::size_t i = 0; i < group.size(); ++i)
+    streams.push_back(group.stream(i));
+  return streams_time_us(streams, run, iters);
 }
 
 inline void print_environment() {

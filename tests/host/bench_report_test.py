@@ -1,0 +1,50 @@
+"""benchmarks/run's parsing and goal judgements, on benchmark output kept in docs/runs (what the
+2-GPU runs printed), so that the report says what the numbers say."""
+import importlib.machinery
+import importlib.util
+import sys
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+loader = importlib.machinery.SourceFileLoader("bench_run", str(ROOT / "benchmarks" / "run"))
+spec = importlib.util.spec_from_loader("bench_run", loader)
+run = importlib.util.module_from_spec(spec)
+loader.exec_module(run)
+
+
+def goals_of(**files):
+    tables = {name: run.parse_tables((ROOT / "docs" / "runs" / f).read_text()) for name, f in files.items()}
+    return {goal: (result, status) for goal, result, status in run.goals(tables)}
+
+
+class ReportTest(unittest.TestCase):
+    def test_tables_are_parsed_with_their_headings(self):
+        text = "## first\n\n| a | b |\n| --- | --- |\n| 1 | 2 |\n| 3 | x |\n\ntext\n| c |\n| --- |\n| 5 |\n"
+        tables = run.parse_tables(text)
+        self.assertEqual(len(tables), 2)
+        self.assertEqual(tables[0], ("first", ["a", "b"], [["1", "2"], ["3", "x"]]))
+        self.assertEqual(run.column(tables[0], "b"), [2.0, None])
+        self.assertEqual(tables[1][0], "first")  # no new heading: the last one applies
+
+    def test_p2p_goals_follow_the_2_gpu_run(self):
+        g = goals_of(p2p_bench="2026-11-30-h200x2-p2p_bench.md")
+        self.assertEqual(g["peer-to-peer all_reduce ≥ 2× faster than NCCL at ≤ 8 KiB"],
+                         ("1.34–2.07×", "missed"))
+        self.assertEqual(g["peer-to-peer all_reduce busbw ≥ NCCL's from 64 MiB"],
+                         ("1.015–1.161× NCCL", "met"))
+
+    def test_nccl_goals_follow_the_2_gpu_run(self):
+        g = goals_of(nccl_bench="2026-11-30-h200x2-nccl_bench.md")
+        self.assertEqual(g["all_reduce through NCCL ≥ 0.98 × raw busbw from 1 MiB"], ("0.974–1.007", "missed"))
+        result, status = g["all_reduce through NCCL adds ≤ 1 µs per call below 1 MiB"]
+        self.assertEqual(status, "missed")  # in place: 65536 bytes took 1.01 µs more
+        self.assertEqual(result, "-5.91 to +1.01 µs")
+
+    def test_goals_without_data_say_so(self):
+        g = goals_of()
+        self.assertEqual(g["strong-scaling efficiency ≥ 0.95"], ("not measured in this run", "—"))
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())
