@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 TEST_CASE("adaptive weights start even and follow measured speeds") {
   cohort::adaptive_weights w(2, 1.0); // no smoothing: jump to the measurement
   CHECK(w.split(10) == cohort::partition::even(10, 2));
@@ -38,4 +41,22 @@ TEST_CASE("adaptive weights reject bad arguments") {
                        doctest::Contains("argument 'used'"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(w.record(cohort::partition::even(4, 2), {1}),
                        doctest::Contains("argument 'seconds'"), std::invalid_argument);
+}
+
+TEST_CASE("adaptive weights stay finite and positive under extreme measurements") {
+  cohort::adaptive_weights w(3, 1.0);
+  const auto used = cohort::partition::from_counts({std::size_t{1} << 62, 1, 1});
+  // An enormous part done in a denormal time (an infinite speed) and ordinary ones.
+  w.record(used, {std::numeric_limits<double>::denorm_min(), 1.0, 1e300});
+  double sum = 0;
+  for (double x : w.weights()) {
+    CHECK(std::isfinite(x));
+    CHECK(x > 0.0);
+    sum += x;
+  }
+  CHECK(sum == doctest::Approx(1.0));
+  CHECK(w.weights()[0] > 0.99);
+  const auto next = w.split(1000);
+  CHECK(next.size() == 1000);
+  CHECK(next.count(0) + next.count(1) + next.count(2) == 1000);
 }

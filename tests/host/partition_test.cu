@@ -78,3 +78,21 @@ TEST_CASE("a replicated partition gives every part the same count") {
   CHECK_THROWS_WITH_AS(cohort::partition::replicated(4, 0), doctest::Contains("argument 'parts'"),
                        std::invalid_argument);
 }
+
+// Found by tests/fuzz/partition_fuzz.cpp: weights whose sum overflows a double made every share
+// zero and the leftover loop hand out n items one at a time (a hang for n near 2^64); counts
+// whose sum passes 2^64 wrapped the offsets.
+TEST_CASE("weighted splits survive extreme weights and sizes; from_counts refuses overflow") {
+  const auto huge = cohort::partition::weighted(1000, {1e308, 1e308, 1e308, 1e308});
+  check_covers(huge, 1000, 4);
+  CHECK(huge.counts() == std::vector<std::size_t>{250, 250, 250, 250});
+  const auto tiny = cohort::partition::weighted(9, {std::numeric_limits<double>::denorm_min(), 2e-323});
+  check_covers(tiny, 9, 2);
+  CHECK(tiny.count(1) >= 5);
+  const std::size_t most = std::numeric_limits<std::size_t>::max();
+  const auto all = cohort::partition::weighted(most, {1.0, 2.0, 3.0});
+  check_covers(all, most, 3);
+  CHECK(all.count(2) > all.count(1));
+  CHECK_THROWS_WITH_AS(cohort::partition::from_counts({most, 1}),
+                       doctest::Contains("add up past the largest size_t"), std::invalid_argument);
+}

@@ -13,14 +13,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cohort {
 
 class partition {
-public:
+ public:
   // Items as equal as can be: the first n % parts ranges get one more.
   static partition even(std::size_t n, std::size_t parts) {
     detail::require_argument(parts > 0, "partition::even", "parts", "must be at least 1.");
@@ -35,31 +37,43 @@ public:
   static partition weighted(std::size_t n, const std::vector<double>& weights) {
     detail::require_argument(!weights.empty(), "partition::weighted", "weights",
                              "must name at least one device.");
-    double total = 0.0;
+    double top = 0.0;
     for (std::size_t d = 0; d < weights.size(); ++d) {
       const double w = weights[d];
       if (!std::isfinite(w) || !(w > 0.0))
-        detail::throw_invalid_argument(
-            "partition::weighted", "weights",
-            "weight " + std::to_string(d) + " is " + std::to_string(w) +
-                "; every weight must be finite and greater than zero.");
-      total += w;
+        detail::throw_invalid_argument("partition::weighted", "weights",
+                                       "weight " + std::to_string(d) + " is " + std::to_string(w) +
+                                           "; every weight must be finite and greater than zero.");
+      top = std::max(top, w);
     }
+    // Shares of the largest weight: the total stays finite whatever the weights (1e308 each).
+    long double total = 0.0L;
+    for (double w : weights)
+      total += static_cast<long double>(w) / top;
     std::vector<std::size_t> counts(weights.size());
-    std::vector<std::pair<double, std::size_t>> remainders(weights.size());
-    std::size_t given = 0;
+    std::vector<std::pair<long double, std::size_t>> remainders(weights.size());
+    unsigned __int128 given = 0; // can pass 2^64 - 1 by a rounding when n is near it
     for (std::size_t d = 0; d < weights.size(); ++d) {
-      // long double keeps n past 2^53 exact enough for the floor to be right.
-      const long double exact = static_cast<long double>(n) * weights[d] / total;
-      counts[d] = static_cast<std::size_t>(std::floor(exact));
-      remainders[d] = {static_cast<double>(exact - static_cast<long double>(counts[d])), d};
+      // long double keeps n past 2^53 nearly exact; what rounding leaves is settled below.
+      const long double exact =
+          static_cast<long double>(n) * (static_cast<long double>(weights[d]) / top) / total;
+      counts[d] =
+          exact >= static_cast<long double>(n) ? n : static_cast<std::size_t>(std::floor(exact));
+      remainders[d] = {exact - static_cast<long double>(counts[d]), d};
       given += counts[d];
     }
-    // Hand the leftover items to the largest remainders; ties go to the lower position.
+    // Hand the leftover items to the largest remainders (ties to the lower position); where
+    // rounding gave out too many (n near 2^64), take them back from the smallest.
     std::stable_sort(remainders.begin(), remainders.end(),
                      [](const auto& a, const auto& b) { return a.first > b.first; });
     for (std::size_t k = 0; given < n; ++k, ++given)
       ++counts[remainders[k % remainders.size()].second];
+    for (std::size_t k = 0; given > n; ++k) {
+      std::size_t& c = counts[remainders[remainders.size() - 1 - k % remainders.size()].second];
+      if (c == 0) continue;
+      --c;
+      --given;
+    }
     return partition(std::move(counts));
   }
 
@@ -74,6 +88,13 @@ public:
   static partition from_counts(std::vector<std::size_t> counts) {
     detail::require_argument(!counts.empty(), "partition::from_counts", "counts",
                              "must name at least one device.");
+    std::size_t sum = 0;
+    for (std::size_t c : counts) {
+      detail::require_argument(
+          c <= std::numeric_limits<std::size_t>::max() - sum, "partition::from_counts", "counts",
+          "add up past the largest size_t; no buffer can hold that many items.");
+      sum += c;
+    }
     return partition(std::move(counts));
   }
 
@@ -85,8 +106,9 @@ public:
 
   friend bool operator==(const partition&, const partition&) = default;
 
-private:
-  explicit partition(std::vector<std::size_t> counts) : counts_(std::move(counts)) {
+ private:
+  explicit partition(std::vector<std::size_t> counts)
+      : counts_(std::move(counts)) {
     offsets_.resize(counts_.size() + 1, 0);
     std::partial_sum(counts_.begin(), counts_.end(), offsets_.begin() + 1);
   }
