@@ -41,6 +41,11 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(status, "missed")  # in place: 65536 bytes took 1.01 µs more
         self.assertEqual(result, "-5.91 to +1.01 µs")
 
+    def test_one_rank_and_one_gpu_are_not_judged_as_peers(self):
+        g = goals_of(nccl_bench="2026-11-30-h200x1-report/nccl_bench.txt")
+        self.assertEqual(g["all_reduce through NCCL against raw NCCL"][1], "—")
+        self.assertNotIn("all_reduce through NCCL ≥ 0.98 × raw busbw from 1 MiB", g)
+
     def test_goals_without_data_say_so(self):
         g = goals_of()
         self.assertEqual(g["strong-scaling efficiency ≥ 0.95"], ("not measured in this run", "—"))
