@@ -40,6 +40,7 @@
 
 // The peer-to-peer engine needs no NCCL.
 #include "communication/arguments.cuh"
+#include "communication/launch_environment.cuh"
 #include "communication/operators.cuh"
 #include "communication/p2p_clique.cuh"
 #include "communication/p2p_collectives.cuh"

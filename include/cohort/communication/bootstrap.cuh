@@ -11,6 +11,7 @@
 #pragma once
 
 #include "communicator.cuh"
+#include "launch_environment.cuh"
 
 #include <chrono>
 #include <cstdlib>
@@ -19,59 +20,6 @@
 #include <string>
 
 namespace cohort {
-
-struct launch_environment {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-};
-
-namespace detail {
-
-inline std::optional<int> integer_variable(const std::function<const char*(const char*)>& lookup,
-                                           const char* name) {
-  const char* text = lookup(name);
-  if (text == nullptr || *text == '\0') return std::nullopt;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value < 0)
-    throw_invalid_argument("launch_environment_from", name,
-                           std::string("is '") + text + "', not a whole number.");
-  return static_cast<int>(value);
-}
-
-} // namespace detail
-
-// The rank, world size and local rank a launcher set, tried in this order: RANK/WORLD_SIZE/
-// LOCAL_RANK (torchrun and hand-set), Open MPI's OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID/NTASKS/
-// LOCALID, MPICH's PMI_RANK/PMI_SIZE/MPI_LOCALRANKID. Nothing found: no value.
-inline std::optional<launch_environment>
-launch_environment_from(const std::function<const char*(const char*)>& lookup =
-                            [](const char* name) { return std::getenv(name); }) {
-  struct names {
-    const char *rank, *size, *local;
-  };
-  const names schemes[] = {
-      {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-      {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"}};
-  for (const names& n : schemes) {
-    const auto rank = detail::integer_variable(lookup, n.rank);
-    const auto size = detail::integer_variable(lookup, n.size);
-    if (!rank || !size) continue;
-    if (*rank >= *size)
-      detail::throw_invalid_argument("launch_environment_from", n.rank,
-                                     "is " + std::to_string(*rank) + " but " + n.size + " is " +
-                                         std::to_string(*size) + ".");
-    launch_environment env;
-    env.rank = *rank;
-    env.world_size = *size;
-    env.local_rank = detail::integer_variable(lookup, n.local).value_or(*rank);
-    return env;
-  }
-  return std::nullopt;
-}
 
 // This process's rank of the communicator the launcher's environment describes (see above),
 // on GPU (local rank mod visible GPUs). `id_file` is where rank 0 writes the NCCL id and the others
