@@ -49,10 +49,12 @@ grep -E "Driver Version|NVIDIA H|release" "$out/env.log" | head -5
 
 step build cmake --preset default || exit 1
 step build cmake --build --preset default -j "$(nproc)" || exit 1
-step ctest ctest --preset test -j 8
+# Everything but the examples, then the examples (serially, verbosely: what each printed is kept
+# in examples.log), so that each test runs once.
+step ctest ctest --preset test -j 8 -LE example
 grep -E "tests passed|tests failed|Skipped|\(Failed\)|Not Run" "$out/ctest.log" | tail -20
-# The examples again, verbosely, so that what each printed is kept in examples.log.
 step examples ctest --test-dir build -L example -V
+grep -E "tests passed|tests failed" "$out/examples.log" | tail -1
 
 if ((bench)); then
   for b in $benchmarks; do
