@@ -69,16 +69,38 @@ TEST_CASE("distributed_buffer follows a weighted partition") {
   CHECK(out == input);
 }
 
-TEST_CASE("distributed_buffer rejects a partition and host spans that do not fit") {
+TEST_CASE("a distributed_buffer too large for one member throws naming it and frees the other "
+          "shards [serial]") {
   COHORT_SKIP_UNLESS_GPUS(1);
-  auto group = cohort::testing::group_of(2);
-  CHECK_THROWS_WITH_AS(cohort::distributed_buffer<float>(group, cohort::partition::even(10, 3)),
-                       doctest::Contains("argument 'split': has 3 parts but the group has 2"),
-                       std::invalid_argument);
-  cohort::distributed_buffer<float> x(group, 10);
-  std::vector<float> wrong(11);
-  CHECK_THROWS_WITH_AS(x.copy_from_host(wrong), doctest::Contains("argument 'source'"),
-                       std::invalid_argument);
-  CHECK_THROWS_WITH_AS(x.copy_to_host(wrong), doctest::Contains("argument 'target'"),
-                       std::invalid_argument);
+  auto group = cohort::testing::group_of(2); // two GPUs, or an emulated pair on one
+  const cohort::device_ref first = group.device(0), second = group.device(1);
+  const std::size_t small = std::size_t{1} << 30; // fits on the first member
+  const std::size_t huge = 2 * cohort::properties(second).total_memory;
+  group.synchronize();
+  const std::size_t free_before = cohort::memory_info(first).free;
+  try {
+    cohort::distributed_buffer<char> x(group, cohort::partition::from_counts({small, huge}));
+    FAIL("a shard twice the size of its device was allocated");
+  } catch (const cohort::cuda_error& e) {
+    CHECK(e.status() == cudaErrorMemoryAllocation);
+    CHECK(e.device() == second.get());
+    const std::string text = e.what();
+    CHECK_MESSAGE(text.find("on device " + std::to_string(second.get())) != std::string::npos,
+                  text);
+    CHECK_MESSAGE(text.find("Asked for " + std::to_string(huge) + " bytes") != std::string::npos,
+                  text);
+    CHECK_MESSAGE(text.find("bytes are free on the device") != std::string::npos, text);
+  }
+  // The first member's shard was given back: its device has as much free memory as before (the
+  // stream-ordered pool returns freed memory to the device at the synchronisation).
+  group.synchronize();
+  const std::size_t free_after = cohort::memory_info(first).free;
+  const std::size_t slack = std::size_t{64} << 20;
+  CHECK_MESSAGE(free_after + slack >= free_before,
+                "free memory on device " << first.get() << " fell from " << free_before << " to "
+                                         << free_after << " bytes");
+  // And both devices still work.
+  cohort::distributed_buffer<int> fine(group, 1000);
+  fine.fill_bytes(0);
+  group.synchronize();
 }

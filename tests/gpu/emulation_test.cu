@@ -9,6 +9,7 @@
 #include <cuda/atomic>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 namespace {
@@ -156,4 +157,24 @@ TEST_CASE("emulated groups reject weights that cannot split") {
                        doctest::Contains("weight 1 is"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(cohort::device_group::emulated(d, 100000),
                        doctest::Contains("SMs split into only"), std::invalid_argument);
+}
+
+TEST_CASE("COHORT_NO_SM_PARTITIONING=1 turns SM shares off; emulated groups still work") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  if (!cohort::sm_partitioning_available(d)) {
+    cohort::testing::skip("this CUDA driver has no green contexts");
+    return;
+  }
+  REQUIRE(setenv("COHORT_NO_SM_PARTITIONING", "1", 1) == 0);
+  const bool available = cohort::sm_partitioning_available(d);
+  auto group = cohort::device_group::emulated(d, 2);
+  REQUIRE(unsetenv("COHORT_NO_SM_PARTITIONING") == 0);
+  CHECK_FALSE(available);
+  CHECK_FALSE(group.splits_sms());
+  CHECK(group.size() == 2);
+  cohort::device_buffer<int> x(4, group.stream(1));
+  x.fill_bytes(0);
+  group.synchronize();
+  CHECK(cohort::sm_partitioning_available(d)); // back once the variable is gone
 }

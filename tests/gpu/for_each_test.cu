@@ -143,25 +143,6 @@ TEST_CASE("multi_device_for_each_n reaches indices past 2^31 [serial]") {
   CHECK(wrong == 0);
 }
 
-TEST_CASE("for_each algorithms reject a buffer of another group and a split that does not fit") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  auto group = cohort::testing::group_of(2);
-  auto other = cohort::testing::group_of(2);
-  cohort::distributed_buffer<float> x(other, 10);
-  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each(group, x, bump{}),
-                       doctest::Contains("argument 'buffer': shard 0 is not on member 0's stream"),
-                       std::invalid_argument);
-  auto three = cohort::testing::group_of(3);
-  cohort::distributed_buffer<float> y(three, 10);
-  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each(group, y, bump{}),
-                       doctest::Contains("has 3 shards but the group has 2"), std::invalid_argument);
-  auto noop = [] __device__(std::size_t) {};
-  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each_n(group, 10, noop, cohort::partition::even(10, 3)),
-                       doctest::Contains("argument 'split': has 3 parts"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each_n(group, 10, noop, cohort::partition::even(11, 2)),
-                       doctest::Contains("covers 11 items but n is 10"), std::invalid_argument);
-}
-
 TEST_CASE("the adaptive balancer gives the larger SM share more work") {
   COHORT_SKIP_UNLESS_GPUS(1);
   if (!cohort::sm_partitioning_available(cohort::device_ref{0})) {

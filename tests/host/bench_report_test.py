@@ -46,6 +46,14 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(g["all_reduce through NCCL against raw NCCL"][1], "—")
         self.assertNotIn("all_reduce through NCCL ≥ 0.98 × raw busbw from 1 MiB", g)
 
+    @unittest.skipIf(importlib.util.find_spec("matplotlib") is None, "matplotlib is not installed")
+    def test_one_rank_draws_no_nccl_curve_and_does_not_fail(self):
+        import tempfile
+        tables = {"nccl_bench": run.parse_tables(
+            (ROOT / "docs" / "runs" / "2026-11-30-h200x1-report" / "nccl_bench.txt").read_text())}
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(run.plot(tables, Path(out)), [])  # nothing measured between peers
+
     def test_goals_without_data_say_so(self):
         g = goals_of()
         self.assertEqual(g["strong-scaling efficiency ≥ 0.95"], ("not measured in this run", "—"))

@@ -2,10 +2,13 @@
 // collectives (no NCCL needed).
 #pragma once
 
+#include "../devices/device_ref.cuh"
 #include "../errors/argument_error.cuh"
+#include "../errors/cuda_error.cuh"
 #include "../execution/on_each.cuh"
 #include "../memory/distributed_buffer.cuh"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,6 +22,40 @@ inline void require_count(std::size_t got, std::size_t expected, std::string_vie
     throw_invalid_argument(function, argument,
                            "has " + std::to_string(got) + " elements; expected " +
                                std::to_string(expected) + " (" + std::string(why) + ").");
+}
+
+// A collective's buffer must be memory of the device that runs it (device memory there, or managed
+// memory): a null pointer, host memory or another GPU's memory is refused, naming the argument.
+// cudaPointerGetAttributes costs about a microsecond, so each thread remembers the last 32 ranges
+// found good: a collective called in a loop on the same buffers asks once.
+inline void require_memory_of(device_ref device, const void* p, std::size_t bytes,
+                              std::string_view function, std::string_view argument) {
+  if (bytes == 0) return;
+  struct range {
+    const void* begin = nullptr;
+    std::size_t bytes = 0;
+    int device = -1;
+  };
+  thread_local std::array<range, 32> known{};
+  thread_local std::size_t next = 0;
+  for (const range& r : known)
+    if (r.begin == p && r.device == device.get() && bytes <= r.bytes) return;
+  cudaPointerAttributes attributes{};
+  check_cuda(cudaPointerGetAttributes(&attributes, p), "cudaPointerGetAttributes", device.get());
+  const std::string where = "device " + std::to_string(device.get());
+  if (p == nullptr)
+    throw_invalid_argument(function, argument,
+                           "is null but holds " + std::to_string(bytes) +
+                               " bytes; it must be memory of " + where + ".");
+  if (attributes.type == cudaMemoryTypeDevice && attributes.device != device.get())
+    throw_invalid_argument(function, argument,
+                           "is memory of device " + std::to_string(attributes.device) +
+                               "; this call runs on " + where + " and needs its memory there.");
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
+    throw_invalid_argument(function, argument,
+                           "is host memory; it must be memory of " + where +
+                               " (a device_buffer or a shard of a distributed_buffer).");
+  known[next++ % known.size()] = {p, bytes, device.get()};
 }
 
 // Out-of-place calls may not have buffers that partly overlap (the same start is in place).

@@ -11,7 +11,8 @@
 //
 // Data movement (broadcast, all_gather, send, recv) takes any trivially copyable type (its bytes
 // travel as uint8); reductions take NCCL's own types only. Spans are libcu++'s cuda::std::span
-// (a device_buffer's span() or a shard's data). The stream must be on the communicator's device.
+// (a device_buffer's span() or a shard's data), memory of the communicator's device, as is the
+// stream.
 #pragma once
 
 #include "arguments.cuh"
@@ -31,9 +32,10 @@ namespace cohort {
 // needs for several ranks driven from one thread, or to fuse calls. `end()` reports errors; the
 // destructor ends a group left open and swallows what it reports.
 //
-// cohort's communicators are non-blocking (so that nothing can hang): when NCCL answers a group
-// with ncclInProgress, `end()` waits, bounded by each communicator's time-out, until NCCL has taken
-// every operation of the group, as NCCL requires before a communicator is used again.
+// For communicators whose calls are bounded (non-blocking, so that nothing can hang): when NCCL
+// answers a group with ncclInProgress, `end()` waits, bounded by each communicator's time-out,
+// until NCCL has taken every operation of the group, as NCCL requires before a communicator is
+// used again.
 class nccl_group {
  public:
   nccl_group()
@@ -62,6 +64,9 @@ class nccl_group {
         outer_->used_.push_back(c);
       return;
     }
+    // NCCL answers ncclSuccess once every operation of the group is posted (always so for blocking
+    // communicators): polling each communicator then would only add its cost to every call.
+    if (result != ncclInProgress) return;
     for (const communicator_ref& c : used_)
       detail::wait_until_taken(c, "ncclGroupEnd");
   }
@@ -92,6 +97,13 @@ inline void require_stream_of(communicator_ref comm, stream_ref stream, std::str
                            "is on device " + std::to_string(stream.device().get()) +
                                " but the communicator's rank is on device " +
                                std::to_string(comm.device().get()) + ".");
+}
+
+// `data` is memory of the communicator's device (not null, not host memory, not another GPU's).
+template <class T>
+void require_on_device(communicator_ref comm, cuda::std::span<T> data, std::string_view function,
+                       std::string_view argument) {
+  require_memory_of(comm.device(), data.data(), data.size_bytes(), function, argument);
 }
 
 inline void require_rank(communicator_ref comm, int rank, std::string_view function,
@@ -139,6 +151,8 @@ void all_reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
   detail::require_stream_of(comm, stream, "all_reduce");
   detail::require_count(recv.size(), send.size(), "all_reduce", "recv", "the size of 'send'");
+  detail::require_on_device(comm, send, "all_reduce", "send");
+  detail::require_on_device(comm, recv, "all_reduce", "recv");
   detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                 "all_reduce");
   scoped_device on(comm.device());
@@ -160,6 +174,8 @@ void reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> r
   detail::require_stream_of(comm, stream, "reduce");
   detail::require_rank(comm, root, "reduce", "root");
   detail::require_count(recv.size(), send.size(), "reduce", "recv", "the size of 'send'");
+  detail::require_on_device(comm, send, "reduce", "send");
+  if (comm.rank() == root) detail::require_on_device(comm, recv, "reduce", "recv");
   detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                 "reduce");
   scoped_device on(comm.device());
@@ -177,6 +193,8 @@ void broadcast(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T
   detail::require_stream_of(comm, stream, "broadcast");
   detail::require_rank(comm, root, "broadcast", "root");
   detail::require_count(recv.size(), send.size(), "broadcast", "recv", "the size of 'send'");
+  if (comm.rank() == root) detail::require_on_device(comm, send, "broadcast", "send");
+  detail::require_on_device(comm, recv, "broadcast", "recv");
   detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                 "broadcast");
   using w = detail::wire<T>;
@@ -199,6 +217,8 @@ void all_gather(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<
   detail::require_stream_of(comm, stream, "all_gather");
   detail::require_count(recv.size(), send.size() * comm.size(), "all_gather", "recv",
                         "size() times the size of 'send'");
+  detail::require_on_device(comm, send, "all_gather", "send");
+  detail::require_on_device(comm, recv, "all_gather", "recv");
   // In place is send == recv + rank * count; any other overlap is an error.
   if (send.data() != recv.data() + send.size() * comm.rank())
     detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
@@ -219,6 +239,8 @@ void reduce_scatter(communicator_ref comm, cuda::std::span<S> send, cuda::std::s
   detail::require_stream_of(comm, stream, "reduce_scatter");
   detail::require_count(send.size(), recv.size() * comm.size(), "reduce_scatter", "send",
                         "size() times the size of 'recv'");
+  detail::require_on_device(comm, send, "reduce_scatter", "send");
+  detail::require_on_device(comm, recv, "reduce_scatter", "recv");
   if (recv.data() != send.data() + recv.size() * comm.rank())
     detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                   "reduce_scatter");
@@ -236,6 +258,7 @@ void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref s
   detail::require_movable<T>();
   detail::require_stream_of(comm, stream, "send");
   detail::require_rank(comm, peer, "send", "peer");
+  detail::require_on_device(comm, data, "send", "data");
   using w = detail::wire<T>;
   scoped_device on(comm.device());
   detail::check_call(ncclSend(data.data(), data.size() * w::per_element, w::type, peer,
@@ -247,6 +270,7 @@ void recv(communicator_ref comm, cuda::std::span<T> data, int peer, stream_ref s
   detail::require_movable<T>();
   detail::require_stream_of(comm, stream, "recv");
   detail::require_rank(comm, peer, "recv", "peer");
+  detail::require_on_device(comm, data, "recv", "data");
   using w = detail::wire<T>;
   scoped_device on(comm.device());
   detail::check_call(ncclRecv(data.data(), data.size() * w::per_element, w::type, peer,

@@ -17,7 +17,6 @@
 #include "../memory/device_buffer.cuh"
 #include "p2p_kernels.cuh"
 
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -114,17 +113,6 @@ class p2p_clique {
     const std::size_t cap = std::min<std::size_t>(co_resident_, detail::p2p::max_blocks);
     return static_cast<unsigned>(std::clamp<std::size_t>(wanted, 1, cap));
   }
-  // Whether [p, p + bytes) was found to be memory of member `member`'s device by an earlier call
-  // (cudaPointerGetAttributes costs about a microsecond: a collective called in a loop on the same
-  // buffers asks once). `remember` records a range found good.
-  bool known_on_member(const void* p, std::size_t bytes, std::size_t member) const noexcept {
-    for (const checked_range& c : checked_)
-      if (c.begin == p && c.member == member && bytes <= c.bytes) return true;
-    return false;
-  }
-  void remember(const void* p, std::size_t bytes, std::size_t member) noexcept {
-    checked_[next_checked_++ % checked_.size()] = {p, bytes, member};
-  }
 
  private:
   static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
@@ -151,13 +139,6 @@ class p2p_clique {
   std::uint32_t next_signal_ = 1; // the slots start at 0
   std::uint64_t one_shot_calls_ = 0;
   unsigned co_resident_ = detail::p2p::max_blocks;
-  struct checked_range {
-    const void* begin = nullptr;
-    std::size_t bytes = 0;
-    std::size_t member = 0;
-  };
-  std::array<checked_range, 32> checked_{};
-  std::size_t next_checked_ = 0;
 };
 
 namespace detail::p2p {
@@ -185,8 +166,9 @@ template <auto Kernel, class Args>
 void launch_on_every_member(const device_group& group, unsigned blocks, const char* name,
                             Args&& args) {
   ensure_loaded<Kernel>(group);
+  scoped_device on(group.device(0));
   for (std::size_t i = 0; i < group.size(); ++i) {
-    scoped_device on(group.device(i));
+    on.set(group.device(i));
     std::apply(
         [&](auto&&... a) {
           Kernel<<<blocks, block_threads, 0, group.stream(i).native_handle()>>>(a...);
@@ -194,6 +176,17 @@ void launch_on_every_member(const device_group& group, unsigned blocks, const ch
         args(i));
     check_launch(name, group.device(i).get());
   }
+}
+
+// The 16-byte-pack variant `Wide` where every pointer allows it (`wide`), else the one-element
+// variant `Narrow`, on every member.
+template <auto Wide, auto Narrow, class Args>
+void launch_packed(bool wide, const device_group& group, unsigned blocks, const char* name,
+                   Args&& args) {
+  if (wide)
+    launch_on_every_member<Wide>(group, blocks, name, args);
+  else
+    launch_on_every_member<Narrow>(group, blocks, name, args);
 }
 
 } // namespace detail::p2p

@@ -52,28 +52,14 @@ inline bool aligned_16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
-// Each span is on its member's device (for an emulated group, the one device). Ranges already
-// checked by an earlier call of this clique are not asked about again.
+// Each span is memory of its member's device (for an emulated group, the one device).
 template <class T>
 void require_on_members(p2p_clique& peers, const std::vector<cuda::std::span<T>>& spans,
                         std::string_view function, std::string_view argument) {
   require_count(spans.size(), peers.size(), function, argument, "one span per member");
-  for (std::size_t i = 0; i < spans.size(); ++i) {
-    if (spans[i].empty() || peers.known_on_member(spans[i].data(), spans[i].size_bytes(), i))
-      continue;
-    cudaPointerAttributes attributes{};
-    check_cuda(cudaPointerGetAttributes(&attributes, spans[i].data()), "cudaPointerGetAttributes",
-               peers.group().device(i).get());
-    const bool device_memory =
-        attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
-    if (!device_memory || (attributes.type == cudaMemoryTypeDevice &&
-                           attributes.device != peers.group().device(i).get()))
-      throw_invalid_argument(function, argument,
-                             "span " + std::to_string(i) + " is not memory of device " +
-                                 std::to_string(peers.group().device(i).get()) + " (member " +
-                                 std::to_string(i) + "'s device).");
-    peers.remember(spans[i].data(), spans[i].size_bytes(), i);
-  }
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    require_memory_of(peers.group().device(i), spans[i].data(), spans[i].size_bytes(), function,
+                      std::string(argument) + "[" + std::to_string(i) + "]");
 }
 
 template <class T>
@@ -112,12 +98,8 @@ void launch_all_reduce(p2p_clique& peers, const per_rank<const T>& in, const per
     auto args = [&](std::size_t i) {
       return std::make_tuple(in.of[i], out.of[i], scratch, count, peers.signals_for(i), signal, r);
     };
-    if (wide)
-      launch_on_every_member<one_shot_all_reduce<T, Acc, V, R>>(
-          group, blocks, "cohort p2p one_shot_all_reduce", args);
-    else
-      launch_on_every_member<one_shot_all_reduce<T, Acc, 1, R>>(
-          group, blocks, "cohort p2p one_shot_all_reduce", args);
+    launch_packed<one_shot_all_reduce<T, Acc, V, R>, one_shot_all_reduce<T, Acc, 1, R>>(
+        wide, group, blocks, "cohort p2p one_shot_all_reduce", args);
     return;
   }
   const std::size_t per_member = (count + peers.size() - 1) / peers.size();
@@ -127,12 +109,8 @@ void launch_all_reduce(p2p_clique& peers, const per_rank<const T>& in, const per
   auto args = [&](std::size_t i) {
     return std::make_tuple(in, out, count, chunk, peers.signals_for(i), signal, r);
   };
-  if (wide)
-    launch_on_every_member<two_shot_all_reduce<T, Acc, V, R>>(
-        group, blocks, "cohort p2p two_shot_all_reduce", args);
-  else
-    launch_on_every_member<two_shot_all_reduce<T, Acc, 1, R>>(
-        group, blocks, "cohort p2p two_shot_all_reduce", args);
+  launch_packed<two_shot_all_reduce<T, Acc, V, R>, two_shot_all_reduce<T, Acc, 1, R>>(
+      wide, group, blocks, "cohort p2p two_shot_all_reduce", args);
 }
 
 template <class T, class Op>
@@ -179,21 +157,15 @@ void launch_reduce_to(p2p_clique& peers, const per_rank<const T>& in, const per_
     auto args = [&](std::size_t i) {
       return std::make_tuple(in, out.of[i], count, peers.signals_for(i), signal, r);
     };
-    if (wide)
-      launch_on_every_member<p2p::reduce_scatter<T, Acc, V, R>>(group, blocks,
-                                                                "cohort p2p reduce_scatter", args);
-    else
-      launch_on_every_member<p2p::reduce_scatter<T, Acc, 1, R>>(group, blocks,
-                                                                "cohort p2p reduce_scatter", args);
+    launch_packed<p2p::reduce_scatter<T, Acc, V, R>, p2p::reduce_scatter<T, Acc, 1, R>>(
+        wide, group, blocks, "cohort p2p reduce_scatter", args);
     return;
   }
   auto args = [&](std::size_t i) {
     return std::make_tuple(in, out.of[i], count, root, peers.signals_for(i), signal, r);
   };
-  if (wide)
-    launch_on_every_member<p2p::reduce<T, Acc, V, R>>(group, blocks, "cohort p2p reduce", args);
-  else
-    launch_on_every_member<p2p::reduce<T, Acc, 1, R>>(group, blocks, "cohort p2p reduce", args);
+  launch_packed<p2p::reduce<T, Acc, V, R>, p2p::reduce<T, Acc, 1, R>>(wide, group, blocks,
+                                                                      "cohort p2p reduce", args);
 }
 
 template <class T, class Op>
@@ -236,12 +208,8 @@ void all_gather(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T
   auto args = [&](std::size_t i) {
     return std::make_tuple(in, out.of[i], count, peers.signals_for(i), signal);
   };
-  if (wide)
-    launch_on_every_member<p2p::all_gather<T, V>>(peers.group(), blocks, "cohort p2p all_gather",
-                                                  args);
-  else
-    launch_on_every_member<p2p::all_gather<T, 1>>(peers.group(), blocks, "cohort p2p all_gather",
-                                                  args);
+  launch_packed<p2p::all_gather<T, V>, p2p::all_gather<T, 1>>(wide, peers.group(), blocks,
+                                                              "cohort p2p all_gather", args);
 }
 
 } // namespace detail::p2p
@@ -407,12 +375,8 @@ void broadcast(p2p_clique& peers, distributed_buffer<T>& data, int root) {
   auto args = [&](std::size_t i) {
     return std::make_tuple(source, data.shard(i).data.data(), count, peers.signals_for(i), signal);
   };
-  if (wide)
-    detail::p2p::launch_on_every_member<detail::p2p::broadcast<T, V>>(peers.group(), blocks,
-                                                                      "cohort p2p broadcast", args);
-  else
-    detail::p2p::launch_on_every_member<detail::p2p::broadcast<T, 1>>(peers.group(), blocks,
-                                                                      "cohort p2p broadcast", args);
+  detail::p2p::launch_packed<detail::p2p::broadcast<T, V>, detail::p2p::broadcast<T, 1>>(
+      wide, peers.group(), blocks, "cohort p2p broadcast", args);
 }
 
 } // namespace cohort

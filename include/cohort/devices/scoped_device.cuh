@@ -17,7 +17,17 @@ class scoped_device {
 public:
   explicit scoped_device(device_ref device) {
     check_cuda(cudaGetDevice(&previous_), "cudaGetDevice", device.get());
-    if (previous_ != device.get()) check_cuda(cudaSetDevice(device.get()), "cudaSetDevice", device.get());
+    current_ = previous_;
+    set(device);
+  }
+  // Makes `device` current for the rest of the scope (the one before the scope still comes back
+  // at its end): one scope for a loop over devices instead of one per device. It skips the switch
+  // when this scope made `device` current last, so code in the scope that changes the current
+  // device must change it back (as a nested scoped_device does).
+  void set(device_ref device) {
+    if (current_ == device.get()) return;
+    check_cuda(cudaSetDevice(device.get()), "cudaSetDevice", device.get());
+    current_ = device.get();
   }
   ~scoped_device() {
     int now = previous_;
@@ -29,6 +39,7 @@ public:
 
 private:
   int previous_ = 0;
+  int current_ = 0; // as this scope last set it
 };
 
 } // namespace cohort

@@ -19,7 +19,9 @@
 
 #include <cuda.h>
 
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -214,10 +216,15 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
 } // namespace detail
 
 // Whether `device`'s SMs can be split between logical devices (CUDA 12.5+ with a driver that has
-// green contexts).
+// green contexts). COHORT_NO_SM_PARTITIONING=1 in the environment says false: emulated groups then
+// share the whole GPU on plain streams, for tools that cannot follow green contexts
+// (compute-sanitizer's initcheck in CUDA 13.0 crashes the program on their first launch).
 inline bool sm_partitioning_available(device_ref device) {
 #if COHORT_HAS_GREEN_CONTEXTS
   if (device.get() < 0 || device.get() >= device_count()) return false;
+  if (const char* off = std::getenv("COHORT_NO_SM_PARTITIONING");
+      off && std::string_view(off) == "1")
+    return false;
   return detail::green_context_api::get().complete;
 #else
   (void)device;

@@ -20,6 +20,7 @@
 
 #include <cuda/std/span>
 
+#include <atomic>
 #include <cstddef>
 #include <limits>
 #include <span>
@@ -69,13 +70,15 @@ public:
   device_buffer(device_buffer&& other) noexcept
       : stream_(other.stream_)
       , data_(std::exchange(other.data_, nullptr))
-      , size_(std::exchange(other.size_, 0)) {}
+      , size_(std::exchange(other.size_, 0))
+      , mark_(other.mark_.exchange(nullptr)) {}
   device_buffer& operator=(device_buffer&& other) noexcept {
     if (this != &other) {
       free();
       stream_ = other.stream_;
       data_ = std::exchange(other.data_, nullptr);
       size_ = std::exchange(other.size_, 0);
+      mark_.store(other.mark_.exchange(nullptr));
     }
     return *this;
   }
@@ -118,19 +121,31 @@ public:
   // Enqueues a copy of this buffer into `target`, on this or another device (a peer copy, direct
   // where peer access is enabled, staged by CUDA otherwise). The copy runs on this buffer's stream
   // after the work already on `target`'s stream, and `target`'s stream waits for it.
+  // Between two GPUs each of these orderings is a cross-device dependency that the GPUs resolve in
+  // a few microseconds; back-to-back copies where the caller already orders the streams (or
+  // needs no order) are faster with the form below that takes a stream.
   void copy_to(device_buffer& target) const {
     require_same_size(target.size(), "copy_to", "target");
     if (empty()) return;
     const bool other_stream = !(target.stream_ == stream_);
-    if (other_stream) order_after(target.stream_, stream_);
-    {
-      scoped_device on(device());
-      check_cuda(cudaMemcpyPeerAsync(target.data_, target.device().get(), data_, device().get(),
-                                     size_bytes(), stream_.native_handle()),
-                 "cudaMemcpyPeerAsync(to device " + std::to_string(target.device().get()) + ")",
-                 device().get());
-    }
-    if (other_stream) order_after(stream_, target.stream_);
+    if (other_stream) target.order_before(stream_);
+    enqueue_copy(target, stream_);
+    if (other_stream) order_before(target.stream_);
+  }
+
+  // Enqueues the copy on `stream` alone, ordered by nothing else: like cudaMemcpyPeerAsync, the
+  // caller orders it after the writes to this buffer and before the uses of `target` (one stream
+  // for all of them needs nothing more). `stream` is on this buffer's device or on the target's.
+  void copy_to(device_buffer& target, stream_ref stream) const {
+    require_same_size(target.size(), "copy_to", "target");
+    if (stream.device() != device() && stream.device() != target.device())
+      detail::throw_invalid_argument(
+          "device_buffer::copy_to", "stream",
+          "is on device " + std::to_string(stream.device().get()) + ", neither the source's (" +
+              std::to_string(device().get()) + ") nor the target's (" +
+              std::to_string(target.device().get()) + "); pass a stream of one of them.");
+    if (empty()) return;
+    enqueue_copy(target, stream);
   }
 
   // Enqueues setting every byte to `value` (poisoning outputs in tests, zeroing accumulators).
@@ -157,14 +172,44 @@ private:
               std::to_string(size_) + "; sizes must match.");
   }
 
-  // `later` waits for the work enqueued so far on `earlier`.
-  static void order_after(stream_ref earlier, stream_ref later) {
-    event mark(earlier.device());
-    mark.record(earlier);
+  void enqueue_copy(device_buffer& target, stream_ref stream) const {
+    scoped_device on(stream.device());
+    check_cuda(cudaMemcpyPeerAsync(target.data_, target.device().get(), data_, device().get(),
+                                   size_bytes(), stream.native_handle()),
+               "cudaMemcpyPeerAsync(device " + std::to_string(device().get()) + " to device " +
+                   std::to_string(target.device().get()) + ")",
+               stream.device().get());
+  }
+
+  // `later` waits for the work enqueued so far on this buffer's stream.
+  void order_before(stream_ref later) const {
+    const event_ref mark(device(), mark_event());
+    mark.record(stream_);
     later.wait(mark);
   }
 
+  // The event order_before records, made at its first use and kept: making one per copy cost
+  // microseconds. Concurrent copies may record it at once; since it is only ever recorded on this
+  // buffer's stream, a wait that sees a later record orders later, never too early.
+  cudaEvent_t mark_event() const {
+    cudaEvent_t mark = mark_.load(std::memory_order_acquire);
+    if (mark != nullptr) return mark;
+    cudaEvent_t made = event(device()).release();
+    if (mark_.compare_exchange_strong(mark, made, std::memory_order_acq_rel)) return made;
+    destroy_event(made); // another thread made one first
+    return mark;
+  }
+
+  void destroy_event(cudaEvent_t e) const noexcept {
+    try {
+      scoped_device on(device());
+      ignore_cuda_error(cudaEventDestroy(e));
+    } catch (...) { // scoped_device can throw only when the device is gone; nothing to free then
+    }
+  }
+
   void free() noexcept {
+    if (cudaEvent_t mark = mark_.exchange(nullptr)) destroy_event(mark);
     if (data_ == nullptr) return;
     try {
       scoped_device on(device());
@@ -178,6 +223,7 @@ private:
   stream_ref stream_;
   T* data_ = nullptr;
   std::size_t size_ = 0;
+  mutable std::atomic<cudaEvent_t> mark_{nullptr};
 };
 
 } // namespace cohort
