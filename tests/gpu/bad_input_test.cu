@@ -58,6 +58,7 @@ void untouched(const cohort::device_buffer<T>& b) {
 template <class T>
 void untouched(const cohort::distributed_buffer<T>& b) {
   for (std::size_t i = 0; i < b.shards(); ++i) {
+    cohort::scoped_device on(b.shard(i).device);
     std::vector<T> out(b.shard(i).data.size());
     cohort::check_cuda(cudaMemcpyAsync(out.data(), b.shard(i).data.data(), out.size() * sizeof(T),
                                        cudaMemcpyDeviceToHost, b.shard(i).stream.native_handle()),
@@ -71,11 +72,7 @@ void untouched(const cohort::distributed_buffer<T>& b) {
 
 template <class T>
 void poison(cohort::distributed_buffer<T>& b) {
-  for (std::size_t i = 0; i < b.shards(); ++i)
-    cohort::check_cuda(cudaMemsetAsync(b.shard(i).data.data(), cohort::testing::poison_byte,
-                                       b.shard(i).data.size_bytes(),
-                                       b.shard(i).stream.native_handle()),
-                       "cudaMemsetAsync", b.shard(i).device.get());
+  b.fill_bytes(cohort::testing::poison_byte);
 }
 
 #if COHORT_WITH_NCCL

@@ -92,10 +92,12 @@ TEST_CASE("a distributed_buffer too large for one member throws naming it and fr
     CHECK_MESSAGE(text.find("bytes are free on the device") != std::string::npos, text);
   }
   // The first member's shard was given back: its device has as much free memory as before (the
-  // stream-ordered pool returns freed memory to the device at the synchronisation).
+  // stream-ordered pool returns freed memory to the device at the synchronisation). The slack,
+  // a quarter of the shard, absorbs what tools take meanwhile (compute-sanitizer's initcheck took
+  // 128 MiB for itself here); a shard kept would show as the whole GiB.
   group.synchronize();
   const std::size_t free_after = cohort::memory_info(first).free;
-  const std::size_t slack = std::size_t{64} << 20;
+  const std::size_t slack = small / 4;
   CHECK_MESSAGE(free_after + slack >= free_before,
                 "free memory on device " << first.get() << " fell from " << free_before << " to "
                                          << free_after << " bytes");

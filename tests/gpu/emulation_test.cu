@@ -159,7 +159,7 @@ TEST_CASE("emulated groups reject weights that cannot split") {
                        doctest::Contains("SMs split into only"), std::invalid_argument);
 }
 
-TEST_CASE("COHORT_NO_SM_PARTITIONING=1 turns SM shares off; emulated groups still work") {
+TEST_CASE("COHORT_NO_SM_PARTITIONING=1 turns SM shares off and emulated groups still work") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
   if (!cohort::sm_partitioning_available(d)) {

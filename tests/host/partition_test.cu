@@ -82,7 +82,7 @@ TEST_CASE("a replicated partition gives every part the same count") {
 // Found by tests/fuzz/partition_fuzz.cpp: weights whose sum overflows a double made every share
 // zero and the leftover loop hand out n items one at a time (a hang for n near 2^64); counts
 // whose sum passes 2^64 wrapped the offsets.
-TEST_CASE("weighted splits survive extreme weights and sizes; from_counts refuses overflow") {
+TEST_CASE("weighted splits survive extreme weights and sizes, and from_counts refuses overflow") {
   const auto huge = cohort::partition::weighted(1000, {1e308, 1e308, 1e308, 1e308});
   check_covers(huge, 1000, 4);
   CHECK(huge.counts() == std::vector<std::size_t>{250, 250, 250, 250});

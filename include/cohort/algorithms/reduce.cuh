@@ -28,10 +28,25 @@ namespace cohort {
 namespace detail {
 
 // A value, or nothing: lets each member reduce without `init`, so `init` counts exactly once.
+// The flag fills the rest of the struct, so that a maybe has no padding: CUB copies whole
+// maybes, and padding never written is what compute-sanitizer's initcheck reports.
 template <class T>
 struct maybe {
   T value;
-  bool has;
+  unsigned char flag[alignof(T)]; // all bytes 1 or all 0
+
+  __host__ __device__ bool has() const { return flag[0] != 0; }
+  __host__ __device__ static maybe of(T v) { return with(v, 1); }
+  __host__ __device__ static maybe none() { return with(T{}, 0); }
+
+ private:
+  __host__ __device__ static maybe with(T v, unsigned char f) {
+    maybe m;
+    m.value = v;
+    for (unsigned i = 0; i < alignof(T); ++i)
+      m.flag[i] = f;
+    return m;
+  }
 };
 
 template <class T, class Transform>
@@ -39,7 +54,7 @@ struct wrap_value {
   Transform transform;
   template <class U>
   __device__ maybe<T> operator()(const U& x) const {
-    return {static_cast<T>(transform(x)), true};
+    return maybe<T>::of(static_cast<T>(transform(x)));
   }
 };
 
@@ -47,9 +62,9 @@ template <class T, class Op>
 struct combine_maybe {
   Op op;
   __device__ maybe<T> operator()(const maybe<T>& a, const maybe<T>& b) const {
-    if (!a.has) return b;
-    if (!b.has) return a;
-    return {static_cast<T>(op(a.value, b.value)), true};
+    if (!a.has()) return b;
+    if (!b.has()) return a;
+    return maybe<T>::of(static_cast<T>(op(a.value, b.value)));
   }
 };
 
@@ -65,7 +80,7 @@ __global__ void combine_members(const maybe<T>* partials, std::size_t count, T i
                                 T* result) {
   T value = init;
   for (std::size_t k = 0; k < count; ++k)
-    if (partials[k].has) value = static_cast<T>(op(value, partials[k].value));
+    if (partials[k].has()) value = static_cast<T>(op(value, partials[k].value));
   *result = value;
 }
 
@@ -79,6 +94,7 @@ pending<T> reduce_over_members(const device_group& group, const std::vector<std:
   static_assert(std::is_default_constructible_v<T>,
                 "cohort reductions need a default-constructible value type.");
   using slot = maybe<T>;
+  static_assert(sizeof(slot) == sizeof(T) + alignof(T), "a maybe<T> must have no padding");
   const std::size_t n_members = group.size();
   const stream_ref root = group.stream(0);
 
@@ -99,7 +115,7 @@ pending<T> reduce_over_members(const device_group& group, const std::vector<std:
     auto input = input_of(m.rank);
     const wrap_value<T, Transform> wrap{transform};
     const combine_maybe<T, Op> combine{op};
-    const slot none{T{}, false};
+    const slot none = slot::none();
     check_cuda(cub::DeviceReduce::TransformReduce(nullptr, temp_bytes, input, static_cast<slot*>(nullptr),
                                                   counts[m.rank], combine, wrap, none,
                                                   m.stream.native_handle()),
@@ -108,6 +124,12 @@ pending<T> reduce_over_members(const device_group& group, const std::vector<std:
     keep.emplace_back(partial_bytes + temp_bytes, m.stream);
     unsigned char* base = keep.back().data();
     slot* partial = reinterpret_cast<slot*>(base);
+    // A T with padding (a user struct such as {float; long long}) has bytes CUB never writes:
+    // zero the partial first, so that copying it reads only written bytes (what
+    // compute-sanitizer's initcheck checks). Types without padding skip this.
+    if constexpr (!std::is_arithmetic_v<T> && !std::has_unique_object_representations_v<T>)
+      check_cuda(cudaMemsetAsync(partial, 0, sizeof(slot), m.stream.native_handle()),
+                 "cudaMemsetAsync (reduction partial)", m.device.get());
     check_cuda(cub::DeviceReduce::TransformReduce(base + partial_bytes, temp_bytes, input, partial,
                                                   counts[m.rank], combine, wrap, none,
                                                   m.stream.native_handle()),
