@@ -41,6 +41,19 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(status, "missed")  # in place: 65536 bytes took 1.01 µs more
         self.assertEqual(result, "-5.91 to +1.01 µs")
 
+    def test_copy_goal_reads_the_stream_form_not_the_ordered_one(self):
+        # copy_bench prints "ratio" (copy_to(target, stream)) before "ordered ratio" (copy_to(target)).
+        g = goals_of(copy_bench="2026-11-30-h200x2-E2/copy_bench.txt")
+        self.assertEqual(g["peer copy ≥ 0.98 × cudaMemcpyPeerAsync (one way, from 16 MiB)"],
+                         ("1.000–1.004", "met"))
+
+    def test_the_2_gpu_report_of_session_3(self):
+        g = goals_of(nccl_bench="2026-11-30-h200x2-E2/nccl_bench.txt",
+                     p2p_bench="2026-11-30-h200x2-E2/p2p_bench.txt")
+        self.assertEqual(g["all_reduce through NCCL ≥ 0.98 × raw busbw from 1 MiB"], ("0.967–1.007", "missed"))
+        self.assertEqual(g["peer-to-peer all_reduce ≥ 2× faster than NCCL at ≤ 8 KiB"], ("1.49–1.70×", "missed"))
+        self.assertEqual(g["peer-to-peer all_reduce busbw ≥ NCCL's from 64 MiB"], ("1.018–1.160× NCCL", "met"))
+
     def test_one_rank_and_one_gpu_are_not_judged_as_peers(self):
         g = goals_of(nccl_bench="2026-11-30-h200x1-report/nccl_bench.txt")
         self.assertEqual(g["all_reduce through NCCL against raw NCCL"][1], "—")
