@@ -490,6 +490,7 @@ TEST_CASE("bad input: p2p one_shot above the clique's limit") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   cohort::p2p_clique peers(group, 1024);
+  REQUIRE(peers.one_shot_limit() == 1024);
   cohort::distributed_buffer<float> x(group, cohort::partition::replicated(1000, 2));
   poison(x);
   rejected(
