@@ -26,8 +26,8 @@ int main(int argc, char** argv) {
   const std::size_t max_bytes =
       argc > 1 ? std::strtoull(argv[1], nullptr, 0) : (std::size_t{1} << 30);
   cohort::device_group group(cohort::devices());
-  cohort::clique nccl(group); // cohort's default: creation bounded, calls as fast as raw NCCL
-  cohort::clique bounded(group, cohort::default_nccl_timeout, cohort::nccl_calls::bounded);
+  cohort::nccl_clique nccl(group); // cohort's default: creation bounded, calls as fast as raw NCCL
+  cohort::nccl_clique bounded(group, cohort::default_nccl_timeout, cohort::nccl_calls::bounded);
   const std::size_t ranks = group.size();
   // The baseline: what a user of raw NCCL writes, blocking communicators from ncclCommInitAll.
   std::vector<ncclComm_t> raw_comms(ranks);
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       }
       cohort::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
     };
-    auto ours = [&](bool in_place, cohort::clique& comms) {
+    auto ours = [&](bool in_place, cohort::nccl_clique& comms) {
       cohort::nccl_group batch;
       for (std::size_t r = 0; r < ranks; ++r) {
         auto s = send.shard(r).data.first(count);

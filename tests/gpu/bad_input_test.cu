@@ -306,7 +306,7 @@ TEST_CASE("bad input: a communicator on a device out of range") {
 TEST_CASE("bad input: an NCCL clique over an emulated group") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto emulated = cohort::device_group::emulated(device_ref{0}, 2);
-  rejected([&] { cohort::clique nccl(emulated); }, "communicator::create_clique", "group",
+  rejected([&] { cohort::nccl_clique nccl(emulated); }, "communicator::create_clique", "group",
            "NCCL refuses two ranks on one GPU");
 }
 
@@ -467,7 +467,7 @@ TEST_CASE("bad input: a clique collective over a buffer made over another group"
   COHORT_SKIP_UNLESS_GPUS(2);
   cohort::device_group group({device_ref{0}, device_ref{1}});
   cohort::device_group other({device_ref{0}, device_ref{1}}); // same GPUs, other streams
-  cohort::clique nccl(group, 120s);
+  cohort::nccl_clique nccl(group, 120s);
   cohort::distributed_buffer<float> x(other, cohort::partition::replicated(64, 2));
   poison(x);
   rejected([&] { cohort::all_reduce(nccl, x, cohort::sum); }, "all_reduce", "data",
@@ -478,8 +478,8 @@ TEST_CASE("bad input: a clique collective over a buffer made over another group"
 TEST_CASE("bad input: a clique split with a color per rank missing") {
   COHORT_SKIP_UNLESS_GPUS(2);
   cohort::device_group group({device_ref{0}, device_ref{1}});
-  cohort::clique nccl(group, 120s);
-  rejected([&] { (void)nccl.split({0}); }, "clique::split", "colors", "one per rank");
+  cohort::nccl_clique nccl(group, 120s);
+  rejected([&] { (void)nccl.split({0}); }, "nccl_clique::split", "colors", "one per rank");
 }
 
 #endif // COHORT_WITH_NCCL

@@ -63,7 +63,7 @@ TEST_CASE("100,000 back-to-back p2p all_reduces and for_each calls from one thre
 TEST_CASE("100,000 back-to-back NCCL all_reduces and for_each calls from one thread") {
   COHORT_SKIP_UNLESS_GPUS(1);
   cohort::device_group group(cohort::devices()); // every GPU: NCCL needs distinct ones
-  cohort::clique nccl(group);
+  cohort::nccl_clique nccl(group);
   cohort::distributed_buffer<int> x(group, cohort::partition::replicated(n, group.size()));
   const auto start = fill_replicated(x, 43);
   for (int k = 0; k < rounds; ++k) {
@@ -76,7 +76,7 @@ TEST_CASE("100,000 back-to-back NCCL all_reduces and for_each calls from one thr
 TEST_CASE("100,000 back-to-back NCCL all_reduces and for_each calls from one thread per GPU") {
   COHORT_SKIP_UNLESS_GPUS(1);
   cohort::device_group group(cohort::devices());
-  cohort::clique nccl(group);
+  cohort::nccl_clique nccl(group);
   cohort::distributed_buffer<int> x(group, cohort::partition::replicated(n, group.size()));
   const auto start = fill_replicated(x, 47);
   group.synchronize(); // the threads' streams start from the filled buffers

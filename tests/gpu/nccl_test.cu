@@ -105,7 +105,7 @@ TEST_CASE_TEMPLATE("a clique all-reduces every type with every operator", T, flo
                    __half, __nv_bfloat16) {
   COHORT_SKIP_UNLESS_GPUS(2);
   cohort::device_group group(cohort::devices());
-  cohort::clique nccl(group, 120s);
+  cohort::nccl_clique nccl(group, 120s);
   const int ranks = static_cast<int>(group.size());
   for (std::size_t n : counts) {
     CAPTURE(n);
@@ -165,7 +165,7 @@ TEST_CASE_TEMPLATE("a clique all-reduces every type with every operator", T, flo
 TEST_CASE("a clique broadcasts, gathers, scatters and passes a ring of sends") {
   COHORT_SKIP_UNLESS_GPUS(2);
   cohort::device_group group(cohort::devices());
-  cohort::clique nccl(group, 120s);
+  cohort::nccl_clique nccl(group, 120s);
   const std::size_t ranks = group.size();
   for (std::size_t n : counts) {
     CAPTURE(n);
@@ -224,7 +224,7 @@ TEST_CASE("a collective one rank never joins is aborted by the time-out and a ne
   cohort::device_group group(cohort::devices());
   {
     // The communicators' time-out (20 s) bounds every wait for NCCL to take an operation.
-    cohort::clique nccl(group, 20s, cohort::nccl_calls::bounded);
+    cohort::nccl_clique nccl(group, 20s, cohort::nccl_calls::bounded);
     cohort::distributed_buffer<float> x(group, cohort::partition::replicated(1024, group.size()));
     x.fill_bytes(0);
     group.synchronize();
@@ -241,7 +241,7 @@ TEST_CASE("a collective one rank never joins is aborted by the time-out and a ne
     CHECK(nccl.rank(0).empty());     // aborted
     x.shard(0).stream.synchronize(); // the aborted collective has left the stream
   }
-  cohort::clique again(group, 120s);
+  cohort::nccl_clique again(group, 120s);
   cohort::distributed_buffer<float> y(group, cohort::partition::replicated(16, group.size()));
   y.fill_bytes(0);
   cohort::all_reduce(again, y, cohort::sum);
@@ -251,7 +251,7 @@ TEST_CASE("a collective one rank never joins is aborted by the time-out and a ne
 TEST_CASE("a bounded clique all-reduces and splits into bounded communicators") {
   COHORT_SKIP_UNLESS_GPUS(2);
   cohort::device_group group(cohort::devices());
-  cohort::clique nccl(group, 120s, cohort::nccl_calls::bounded);
+  cohort::nccl_clique nccl(group, 120s, cohort::nccl_calls::bounded);
   const int ranks = static_cast<int>(group.size());
   auto halves = nccl.split(std::vector<int>(ranks, 0));
   cohort::distributed_buffer<int> x(group, cohort::partition::replicated(4099, ranks));
@@ -278,7 +278,7 @@ TEST_CASE("a bounded clique all-reduces and splits into bounded communicators") 
 TEST_CASE("a clique splits into sub-communicators that work") {
   COHORT_SKIP_UNLESS_GPUS(2);
   cohort::device_group group(cohort::devices());
-  cohort::clique nccl(group, 120s);
+  cohort::nccl_clique nccl(group, 120s);
   const int ranks = static_cast<int>(group.size());
   // One communicator of every rank, in reverse order.
   std::vector<int> colors(ranks, 0), keys;

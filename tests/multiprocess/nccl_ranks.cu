@@ -5,7 +5,7 @@
 // machine has fewer GPUs than ranks.
 #include <cohort/cohort.cuh>
 #if COHORT_TEST_USE_MPI
-#include <cohort/communication/mpi_bootstrap.cuh>
+#include <cohort/nccl/mpi_bootstrap.cuh>
 #endif
 
 #include <chrono>

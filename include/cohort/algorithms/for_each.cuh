@@ -18,6 +18,7 @@
 #pragma once
 
 #include "../execution/adaptive_balancer.cuh"
+#include "../distributed/on_each_shard.cuh"
 #include "../execution/on_each.cuh"
 
 #include <cub/device/device_for.cuh>

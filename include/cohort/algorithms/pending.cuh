@@ -11,7 +11,7 @@
 
 #include "../streams/event.cuh"
 #include "../memory/device_buffer.cuh"
-#include "../memory/pinned_slots.cuh"
+#include "../memory/detail/pinned_slots.cuh"
 
 #include <memory>
 #include <optional>

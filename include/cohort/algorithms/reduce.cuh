@@ -13,6 +13,7 @@
 //   float s = sum.wait();
 #pragma once
 
+#include "../distributed/on_each_shard.cuh"
 #include "../execution/on_each.cuh"
 #include "pending.cuh"
 

@@ -11,13 +11,12 @@
 
 #include "../devices/device_ref.cuh"
 #include "../devices/scoped_device.cuh"
+#include "stream_ref.cuh"
 
 #include <chrono>
 #include <cstddef>
 
 namespace cohort {
-
-class stream_ref;
 
 class event_ref {
 public:
@@ -30,7 +29,15 @@ public:
   device_ref device() const noexcept { return device_; }
 
   // Captures the work enqueued so far on `stream`, which must be on this event's device.
-  inline void record(stream_ref stream) const;
+  void record(stream_ref stream) const {
+    if (stream.device() != device_)
+      detail::throw_invalid_argument(
+          "event_ref::record", "stream",
+          "the stream is on device " + std::to_string(stream.device().get()) +
+              " but the event is on device " + std::to_string(device_.get()) +
+              "; record on a stream of the event's device, then wait on it from any device.");
+    check_cuda(cudaEventRecord(handle_, stream.native_handle()), "cudaEventRecord", device_.get());
+  }
 
   // Blocks the host until the recorded work is done.
   void synchronize() const {
@@ -60,22 +67,6 @@ inline std::chrono::duration<double, std::milli> elapsed(event_ref start, event_
   check_cuda(cudaEventElapsedTime(&ms, start.native_handle(), end.native_handle()),
              "cudaEventElapsedTime", end.device().get());
   return std::chrono::duration<double, std::milli>(ms);
-}
-
-} // namespace cohort
-
-#include "stream_ref.cuh"
-
-namespace cohort {
-
-inline void event_ref::record(stream_ref stream) const {
-  if (stream.device() != device_)
-    detail::throw_invalid_argument(
-        "event_ref::record", "stream",
-        "the stream is on device " + std::to_string(stream.device().get()) +
-            " but the event is on device " + std::to_string(device_.get()) +
-            "; record on a stream of the event's device, then wait on it from any device.");
-  check_cuda(cudaEventRecord(handle_, stream.native_handle()), "cudaEventRecord", device_.get());
 }
 
 } // namespace cohort

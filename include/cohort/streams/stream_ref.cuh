@@ -13,6 +13,7 @@
 #include "../devices/scoped_device.cuh"
 
 #include <cstddef>
+#include <type_traits>
 
 namespace cohort {
 
@@ -51,7 +52,13 @@ public:
     return true;
   }
   // Work enqueued after this waits for `event`'s last record, which may be on another device.
-  inline void wait(event_ref event) const;
+  // (A template so that this header needs no event_ref.cuh: event_ref.cuh includes this one.)
+  template <class Event>
+    requires std::is_base_of_v<event_ref, Event>
+  void wait(const Event& event) const {
+    check_cuda(cudaStreamWaitEvent(handle_, event.native_handle(), 0), "cudaStreamWaitEvent",
+               device_.get());
+  }
 
   friend bool operator==(stream_ref a, stream_ref b) noexcept {
     return a.handle_ == b.handle_ && a.device_ == b.device_;
@@ -61,16 +68,5 @@ protected:
   cudaStream_t handle_;
   device_ref device_;
 };
-
-} // namespace cohort
-
-#include "event_ref.cuh"
-
-namespace cohort {
-
-inline void stream_ref::wait(event_ref event) const {
-  check_cuda(cudaStreamWaitEvent(handle_, event.native_handle(), 0), "cudaStreamWaitEvent",
-             device_.get());
-}
 
 } // namespace cohort

@@ -1,4 +1,4 @@
-// cohort/communication/p2p_clique.cuh — the members of a device group, ready for cohort's own
+// cohort/p2p/p2p_clique.cuh — the members of a device group, ready for cohort's own
 // peer-to-peer collectives (p2p_collectives.cuh): every pair has peer access, and each member
 // holds the signal slots through which the GPUs meet and a scratch buffer for small messages.
 //
@@ -15,7 +15,7 @@
 #include "../errors/argument_error.cuh"
 #include "../execution/device_group.cuh"
 #include "../memory/device_buffer.cuh"
-#include "p2p_kernels.cuh"
+#include "detail/kernels.cuh"
 
 #include <atomic>
 #include <cstddef>

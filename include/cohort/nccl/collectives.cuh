@@ -1,4 +1,4 @@
-// cohort/communication/collectives.cuh — NCCL collectives over device spans, with arguments checked
+// cohort/nccl/collectives.cuh — NCCL collectives over device spans, with arguments checked
 // before anything is enqueued and types and operators checked when the call compiles.
 //
 //   cohort::all_reduce(comm, data, cohort::sum, stream);              // in place
@@ -15,9 +15,9 @@
 // stream.
 #pragma once
 
-#include "arguments.cuh"
+#include "../communication/detail/arguments.cuh"
 #include "communicator.cuh"
-#include "nccl_traits.cuh"
+#include "traits.cuh"
 
 #include <cuda/std/span>
 

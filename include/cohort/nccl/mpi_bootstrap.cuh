@@ -1,4 +1,4 @@
-// cohort/communication/mpi_bootstrap.cuh — one NCCL rank per MPI rank, the id passed by MPI.
+// cohort/nccl/mpi_bootstrap.cuh — one NCCL rank per MPI rank, the id passed by MPI.
 //
 // Not part of <cohort/cohort.cuh>: include it where MPI is available and link `cohort::mpi`
 // (made by cohort's CMake when it finds MPI).

@@ -1,4 +1,4 @@
-// cohort/communication/p2p_collectives.cuh — all_reduce, reduce_scatter, reduce, all_gather and
+// cohort/p2p/collectives.cuh — all_reduce, reduce_scatter, reduce, all_gather and
 // broadcast through peer memory, for any trivially copyable type and (for the reductions) any
 // associative, commutative device operator. No NCCL involved.
 //
@@ -18,8 +18,8 @@
 // broadcast are read by the other GPUs: use cohort's buffers (or cudaMalloc memory).
 #pragma once
 
-#include "arguments.cuh"
-#include "operators.cuh"
+#include "../communication/detail/arguments.cuh"
+#include "../communication/operators.cuh"
 #include "p2p_clique.cuh"
 
 #include <cuda/std/span>

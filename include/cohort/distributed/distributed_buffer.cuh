@@ -1,4 +1,4 @@
-// cohort/memory/distributed_buffer.cuh — one array of n elements spread over a device group.
+// cohort/distributed/distributed_buffer.cuh — one array of n elements spread over a device group.
 //
 // Member i of the group holds the contiguous shard [offset(i), offset(i) + count(i)) of the global
 // index space, as a `device_buffer` allocated on the member's stream. The split is a `partition`
@@ -17,8 +17,8 @@
 #pragma once
 
 #include "../execution/device_group.cuh"
+#include "../memory/device_buffer.cuh"
 #include "../partitioning/partition.cuh"
-#include "device_buffer.cuh"
 
 #include <cuda/std/span>
 

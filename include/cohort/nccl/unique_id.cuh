@@ -1,4 +1,4 @@
-// cohort/communication/unique_id.cuh — the token every rank of a new NCCL communicator shares.
+// cohort/nccl/unique_id.cuh — the token every rank of a new NCCL communicator shares.
 //
 // Rank 0 creates it; the others must receive its bytes (through MPI, a shared file, a key-value
 // store). Text form is hex, so it can travel through files and environment variables.

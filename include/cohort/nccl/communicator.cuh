@@ -1,4 +1,4 @@
-// cohort/communication/communicator.cuh — NCCL communicators that cannot hang you.
+// cohort/nccl/communicator.cuh — NCCL communicators that cannot hang you.
 //
 // A `communicator` is one rank of an NCCL communicator, on one device. It is always created
 // non-blocking with a timeout: if a peer never joins, the creating call throws `timeout_error`
@@ -319,7 +319,7 @@ class communicator : public communicator_ref {
 
   // Ranks that pass the same `color` form a new communicator, ordered by `key` (then by rank),
   // whose calls behave as this one's. Every rank of this communicator must call it: for one rank
-  // per process. Ranks driven from one thread split together with `clique::split`.
+  // per process. Ranks driven from one thread split together with `nccl_clique::split`.
   communicator split(int color, int key,
                      std::chrono::milliseconds timeout = default_nccl_timeout) const {
     detail::require_argument(color >= 0, "communicator::split", "color",

@@ -1,8 +1,8 @@
-// cohort/communication/clique.cuh — NCCL over a device group in one process: one rank per member,
+// cohort/nccl/nccl_clique.cuh — NCCL over a device group in one process: one rank per member,
 // and collectives over distributed buffers, grouped for you.
 //
 //   cohort::device_group group(cohort::devices());
-//   cohort::clique nccl(group);                                  // ranks 0..n-1 on the members
+//   cohort::nccl_clique nccl(group);                                  // ranks 0..n-1 on the members
 //   cohort::distributed_buffer<float> grads(group, cohort::partition::replicated(count,
 //   group.size())); cohort::all_reduce(nccl, grads, cohort::avg);                // every shard:
 //   the mean cohort::broadcast(nccl, weights, /*root*/ 0);
@@ -12,18 +12,18 @@
 // streams and returns at once.
 #pragma once
 
+#include "../communication/detail/arguments.cuh"
+#include "../distributed/distributed_buffer.cuh"
 #include "../execution/on_each.cuh"
-#include "../memory/distributed_buffer.cuh"
-#include "arguments.cuh"
 #include "collectives.cuh"
 
 #include <vector>
 
 namespace cohort {
 
-class clique {
+class nccl_clique {
  public:
-  explicit clique(const device_group& group,
+  explicit nccl_clique(const device_group& group,
                   std::chrono::milliseconds timeout = default_nccl_timeout,
                   nccl_calls calls = nccl_calls::blocking)
       : group_(&group)
@@ -37,17 +37,17 @@ class clique {
   // ordered by `keys[i]` (by rank where keys are not given), their calls as this clique's.
   // Returned in rank order, one per rank.
   std::vector<communicator> split(const std::vector<int>& colors, std::vector<int> keys = {}) {
-    detail::require_count(colors.size(), ranks_.size(), "clique::split", "colors", "one per rank");
+    detail::require_count(colors.size(), ranks_.size(), "nccl_clique::split", "colors", "one per rank");
     if (keys.empty())
       for (std::size_t i = 0; i < ranks_.size(); ++i)
         keys.push_back(static_cast<int>(i));
-    detail::require_count(keys.size(), ranks_.size(), "clique::split", "keys", "one per rank");
+    detail::require_count(keys.size(), ranks_.size(), "nccl_clique::split", "keys", "one per rank");
     for (int c : colors)
-      detail::require_argument(c >= 0, "clique::split", "colors", "must all be 0 or more.");
+      detail::require_argument(c >= 0, "nccl_clique::split", "colors", "must all be 0 or more.");
     std::vector<communicator_ref> parents(ranks_.begin(), ranks_.end());
     const auto made = detail::split_together(parents, colors, keys, ranks_[0].calls(),
                                              std::chrono::steady_clock::now() + ranks_[0].timeout(),
-                                             "ncclCommSplit (clique)");
+                                             "ncclCommSplit (nccl_clique)");
     std::vector<communicator> result;
     for (std::size_t i = 0; i < made.size(); ++i)
       result.push_back(
@@ -78,7 +78,7 @@ namespace detail {
 
 // Runs `call(rank, shard index)` for every member inside one NCCL group.
 template <class F>
-void on_every_rank(clique& nccl, F&& call) {
+void on_every_rank(nccl_clique& nccl, F&& call) {
   nccl_group batch;
   for (std::size_t i = 0; i < nccl.size(); ++i)
     call(nccl.rank(i), i);
@@ -88,7 +88,7 @@ void on_every_rank(clique& nccl, F&& call) {
 } // namespace detail
 
 template <class T, class Op>
-void all_reduce(clique& nccl, distributed_buffer<T>& data, Op op) {
+void all_reduce(nccl_clique& nccl, distributed_buffer<T>& data, Op op) {
   detail::equal_shard_count(data, nccl.group(), "all_reduce", "data");
   detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
     all_reduce(c, data.shard(i).data, op, data.shard(i).stream);
@@ -96,7 +96,7 @@ void all_reduce(clique& nccl, distributed_buffer<T>& data, Op op) {
 }
 
 template <class T, class Op>
-void all_reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
+void all_reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
                 Op op) {
   const std::size_t count = detail::equal_shard_count(send, nccl.group(), "all_reduce", "send");
   detail::require_count(detail::equal_shard_count(recv, nccl.group(), "all_reduce", "recv"), count,
@@ -107,7 +107,7 @@ void all_reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buf
 }
 
 template <class T>
-void broadcast(clique& nccl, distributed_buffer<T>& data, int root) {
+void broadcast(nccl_clique& nccl, distributed_buffer<T>& data, int root) {
   detail::equal_shard_count(data, nccl.group(), "broadcast", "data");
   detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
     broadcast(c, data.shard(i).data, root, data.shard(i).stream);
@@ -115,7 +115,7 @@ void broadcast(clique& nccl, distributed_buffer<T>& data, int root) {
 }
 
 template <class T, class Op>
-void reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv, Op op,
+void reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv, Op op,
             int root) {
   const std::size_t count = detail::equal_shard_count(send, nccl.group(), "reduce", "send");
   detail::require_count(detail::equal_shard_count(recv, nccl.group(), "reduce", "recv"), count,
@@ -127,7 +127,7 @@ void reduce(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<
 
 // recv's shards each get every shard of send, in rank order.
 template <class T>
-void all_gather(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv) {
+void all_gather(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv) {
   const std::size_t count = detail::equal_shard_count(send, nccl.group(), "all_gather", "send");
   detail::require_count(detail::equal_shard_count(recv, nccl.group(), "all_gather", "recv"),
                         count * nccl.size(), "all_gather", "recv",
@@ -138,7 +138,7 @@ void all_gather(clique& nccl, const distributed_buffer<T>& send, distributed_buf
 }
 
 template <class T, class Op>
-void reduce_scatter(clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
+void reduce_scatter(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
                     Op op) {
   const std::size_t count = detail::equal_shard_count(recv, nccl.group(), "reduce_scatter", "recv");
   detail::require_count(detail::equal_shard_count(send, nccl.group(), "reduce_scatter", "send"),

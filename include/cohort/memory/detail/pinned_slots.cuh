@@ -1,11 +1,11 @@
-// cohort/memory/pinned_slots.cuh — small pinned host slots for results the GPU writes back.
+// cohort/memory/detail/pinned_slots.cuh — small pinned host slots for results the GPU writes back.
 //
 // cudaMallocHost and cudaFreeHost cost hundreds of microseconds and cudaFreeHost synchronizes, so
 // asynchronous results (`pending<T>`) take a slot from this process-wide pool instead: pinned
 // memory allocated in chunks, never returned to CUDA, reused. Thread-safe.
 #pragma once
 
-#include "../errors/cuda_error.cuh"
+#include "../../errors/cuda_error.cuh"
 
 #include <cstddef>
 #include <mutex>

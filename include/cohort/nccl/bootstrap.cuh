@@ -1,4 +1,4 @@
-// cohort/communication/bootstrap.cuh — one rank per process, started by mpirun, srun or a
+// cohort/nccl/bootstrap.cuh — one rank per process, started by mpirun, srun or a
 // torchrun-style launcher, with the NCCL id passed through a file every rank can read.
 //
 //   // mpirun -np 8 ./app /shared/job.id     (or srun, or RANK/WORLD_SIZE/LOCAL_RANK set by hand)
@@ -11,7 +11,7 @@
 #pragma once
 
 #include "communicator.cuh"
-#include "launch_environment.cuh"
+#include "../communication/launch_environment.cuh"
 
 #include <chrono>
 #include <cstdlib>

@@ -1,12 +1,11 @@
-// cohort/communication/arguments.cuh — argument checks shared by the NCCL and peer-to-peer
+// cohort/communication/detail/arguments.cuh — argument checks shared by the NCCL and peer-to-peer
 // collectives (no NCCL needed).
 #pragma once
 
-#include "../devices/device_ref.cuh"
-#include "../errors/argument_error.cuh"
-#include "../errors/cuda_error.cuh"
-#include "../execution/on_each.cuh"
-#include "../memory/distributed_buffer.cuh"
+#include "../../devices/device_ref.cuh"
+#include "../../errors/argument_error.cuh"
+#include "../../errors/cuda_error.cuh"
+#include "../../distributed/on_each_shard.cuh"
 
 #include <array>
 #include <cstddef>

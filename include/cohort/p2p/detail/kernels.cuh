@@ -1,4 +1,4 @@
-// cohort/communication/p2p_kernels.cuh — the device side of the peer-to-peer engine.
+// cohort/p2p/detail/kernels.cuh — the device side of the peer-to-peer engine.
 //
 // Every rank of a call runs the same kernel, with the same grid, on its own stream. Ranks meet at
 // per-block barriers: block b of each rank writes a signal into block b's slot of every rank's

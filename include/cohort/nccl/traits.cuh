@@ -1,4 +1,4 @@
-// cohort/communication/nccl_traits.cuh — which element types and operators NCCL can reduce, known
+// cohort/nccl/traits.cuh — which element types and operators NCCL can reduce, known
 // at compile time.
 //
 // NCCL reduces its built-in types (integers, half, bfloat16, float, double, and the fp8 types)
@@ -16,7 +16,7 @@
 #include <cuda_fp16.h>
 #include <nccl.h>
 
-#include "operators.cuh"
+#include "../communication/operators.cuh"
 
 #include <cstdint>
 #include <type_traits>

@@ -1,0 +1,50 @@
+// cohort/distributed/on_each_shard.cuh — call a host function once per shard of a distributed
+// buffer, with the shard's device current.
+//
+//   cohort::on_each_shard(buffer, [&](cohort::shard<float> s) {
+//     cohort::launch(s.stream, {blocks, 256}, scale, s.data, s.offset);
+//   });
+#pragma once
+
+#include "../devices/scoped_device.cuh"
+#include "../execution/device_group.cuh"
+#include "distributed_buffer.cuh"
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace cohort {
+
+namespace detail {
+
+// A distributed buffer belongs to a group when shard i lives on member i's stream.
+template <class T>
+void require_buffer_of_group(const distributed_buffer<T>& buffer, const device_group& group,
+                             std::string_view function, std::string_view argument) {
+  if (buffer.shards() != group.size())
+    throw_invalid_argument(function, argument,
+                           "has " + std::to_string(buffer.shards()) +
+                               " shards but the group has " + std::to_string(group.size()) +
+                               " members; make the buffer over this group.");
+  for (std::size_t i = 0; i < group.size(); ++i)
+    if (!(buffer.shard(i).stream == group.stream(i)))
+      throw_invalid_argument(function, argument,
+                             "shard " + std::to_string(i) +
+                                 " is not on member " + std::to_string(i) +
+                                 "'s stream: the buffer was made over another group.");
+}
+
+} // namespace detail
+
+// Calls `f(shard)` for every shard of `buffer` in rank order, each with its device current.
+template <class T, class F>
+void on_each_shard(distributed_buffer<T>& buffer, F&& f) {
+  for (std::size_t i = 0; i < buffer.shards(); ++i) {
+    shard<T> s = buffer.shard(i);
+    scoped_device on(s.device);
+    f(s);
+  }
+}
+
+} // namespace cohort

@@ -1,0 +1,71 @@
+// cohort/execution/launch.cuh — one way to launch a kernel: on a stream, with its device current
+// for the launch only, the launch checked, and the kernel named if it fails.
+//
+//   __global__ void scale(cuda::std::span<float> x, float a);
+//   cohort::launch(stream, {.grid = 264, .block = 256}, scale, x, 2.0f);
+//   cohort::launch(stream, {.grid = blocks, .block = 256, .shared_bytes = 4096, .name = "scale"},
+//                  scale, x, 2.0f);
+//
+// Like CCCL's `cuda::launch(stream, config, kernel, args...)`, the stream comes first and the
+// arguments are converted to the kernel's parameter types as a `<<<...>>>` launch converts them.
+// A grid or block with a zero dimension is refused before anything is enqueued; an error CUDA
+// reports for the launch becomes a `cuda_error` that names the kernel (`name`, else CUDA's name
+// for the function) and the device. Launches may be captured into a graph like any other.
+#pragma once
+
+#include "../devices/scoped_device.cuh"
+#include "../errors/argument_error.cuh"
+#include "../errors/cuda_error.cuh"
+#include "../streams/stream_ref.cuh"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+namespace cohort {
+
+struct launch_config {
+  dim3 grid = 1;
+  dim3 block = 1;
+  std::size_t shared_bytes = 0; // dynamic shared memory per block
+  const char* name = nullptr;   // for error messages; CUDA's name for the kernel where null
+};
+
+namespace detail {
+
+inline bool has_zero_dimension(dim3 d) noexcept { return d.x == 0 || d.y == 0 || d.z == 0; }
+
+inline std::string kernel_name(const launch_config& config, const void* kernel) {
+  if (config.name != nullptr) return config.name;
+  const char* name = nullptr;
+  if (cudaFuncGetName(&name, kernel) == cudaSuccess && name != nullptr) return name;
+  (void)cudaGetLastError();
+  return "a kernel";
+}
+
+} // namespace detail
+
+template <class... Params, class... Args>
+void launch(stream_ref stream, const launch_config& config, void (*kernel)(Params...),
+            Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args),
+                "cohort::launch: give the kernel exactly as many arguments as it has parameters.");
+  if (detail::has_zero_dimension(config.grid) || detail::has_zero_dimension(config.block))
+    detail::throw_invalid_argument("launch", "config",
+                                   "grid and block need at least 1 in every dimension (launching " +
+                                       detail::kernel_name(config, reinterpret_cast<const void*>(
+                                                                       kernel)) +
+                                       " on device " + std::to_string(stream.device().get()) +
+                                       "); skip the launch when there is no work.");
+  scoped_device on(stream.device());
+  kernel<<<config.grid, config.block, config.shared_bytes, stream.native_handle()>>>(
+      std::forward<Args>(args)...);
+  if (cudaError_t status = cudaGetLastError(); status != cudaSuccess) [[unlikely]]
+    throw cuda_error(status,
+                     "launch of " + detail::kernel_name(config, reinterpret_cast<const void*>(kernel)),
+                     stream.device().get());
+}
+
+} // namespace cohort
