@@ -12,6 +12,9 @@
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
 # doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check.
 # --sanitizers-only skips ctest, the examples and the benchmarks (a second call on a warm machine).
+# --quick DOCTEST-FILTER builds only the GPU test program and the --benchmarks, and runs that
+# program with the filter (e.g. --source-file='*graph_test*') instead of the whole ctest suite and
+# the examples: a short check of one area. --bench-args passes arguments to every benchmark.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-logs}
@@ -20,7 +23,7 @@ export NCCL_NVLS_ENABLE=0 # never use NVLink multicast on shared machines
 sanitize=1 bench=1 sanitizer_timeout=180
 benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck initcheck" cases=""
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each.
-exclude='*past 2^31*,*000 back-to-back*' one_gpu=0 tests=1
+exclude='*past 2^31*,*000 back-to-back*' one_gpu=0 tests=1 quick="" bench_args=""
 
 while (($#)); do
   case $1 in
@@ -33,6 +36,8 @@ while (($#)); do
     --exclude) exclude=$2; shift ;;
     --one-gpu-pass) one_gpu=1 ;;
     --sanitizers-only) tests=0 bench=0 one_gpu=0 sanitize=1 ;;
+    --quick) quick=$2; tests=0; shift ;;
+    --bench-args) bench_args=$2; shift ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -51,7 +56,13 @@ step() { # step NAME COMMAND...: runs COMMAND, appends to $out/NAME.log, records
 grep -E "Driver Version|NVIDIA H|release" "$out/env.log" | head -5
 
 step build cmake --preset default || exit 1
-step build cmake --build --preset default -j "$(nproc)" || exit 1
+if [[ -n $quick ]]; then
+  step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $benchmarks || exit 1
+  step quick build/tests/gpu/gpu_tests "$quick"
+  grep -E "test cases:|assertions:" "$out/quick.log" | tail -2
+else
+  step build cmake --build --preset default -j "$(nproc)" || exit 1
+fi
 # Everything but the examples, then the examples (serially, verbosely: what each printed is kept
 # in examples.log), so that each test runs once.
 if ((tests)); then
@@ -63,7 +74,7 @@ fi
 
 if ((bench)); then
   for b in $benchmarks; do
-    [[ -x build/benchmarks/$b ]] && step bench "build/benchmarks/$b"
+    [[ -x build/benchmarks/$b ]] && step bench "build/benchmarks/$b" $bench_args
   done
   cat "$out/bench.log"
 fi

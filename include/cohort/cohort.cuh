@@ -23,11 +23,13 @@
 #include "streams/stream.cuh"
 #include "streams/stream_ref.cuh"
 
+#include "memory/bitwise_copyable.cuh"
 #include "memory/device_buffer.cuh"
 
 #include "execution/adaptive_balancer.cuh"
 #include "execution/capability.cuh"
 #include "execution/device_group.cuh"
+#include "execution/graph.cuh"
 #include "execution/launch.cuh"
 #include "execution/on_each.cuh"
 #include "execution/sm_partition.cuh"

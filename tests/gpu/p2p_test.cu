@@ -206,6 +206,128 @@ TEST_CASE("accumulating half in float rounds once, where half accumulation round
   }
 }
 
+TEST_CASE("accumulate_in_float applies to __half2 and __nv_bfloat162, lane by lane") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(4);
+  cohort::p2p_clique peers(group);
+  // As above, in both lanes of each pair: 2048 + 1 + 1 + 1 is 2048 in half steps, 2052 in float.
+  cohort::distributed_buffer<__half2> h(group, cohort::partition::replicated(5, 4));
+  cohort::distributed_buffer<__nv_bfloat162> b(group, cohort::partition::replicated(5, 4));
+  for (const bool wide : {false, true}) {
+    CAPTURE(wide);
+    for (std::size_t r = 0; r < 4; ++r) {
+      const float v = r == 0 ? 2048.0f : 1.0f;
+      h.local(r).copy_from_host(std::vector<__half2>(5, __floats2half2_rn(v, v)));
+      // bfloat16's spacing at 256 is 2: 256 + 1 + 1 + 1 is 256 in bfloat16 steps, 260 in float.
+      const float w = r == 0 ? 256.0f : 1.0f;
+      b.local(r).copy_from_host(std::vector<__nv_bfloat162>(5, __floats2bfloat162_rn(w, w)));
+    }
+    cohort::all_reduce(peers, h, cohort::sum, {.accumulate_in_float = wide});
+    cohort::all_reduce(peers, b, cohort::sum, {.accumulate_in_float = wide});
+    std::vector<__half2> hout(5);
+    std::vector<__nv_bfloat162> bout(5);
+    h.local(3).copy_to_host(hout);
+    b.local(2).copy_to_host(bout);
+    group.synchronize();
+    for (int k = 0; k < 5; ++k) {
+      CHECK(__low2float(hout[k]) == (wide ? 2052.0f : 2048.0f));
+      CHECK(__high2float(hout[k]) == (wide ? 2052.0f : 2048.0f));
+      CHECK(__low2float(bout[k]) == (wide ? 260.0f : 256.0f));
+      CHECK(__high2float(bout[k]) == (wide ? 260.0f : 256.0f));
+    }
+  }
+}
+
+TEST_CASE("automatic switches from one-shot to two-shot exactly at the automatic limit") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t m : group_sizes) {
+    CAPTURE(m);
+    auto group = cohort::testing::group_of(m);
+    cohort::p2p_clique peers(group, 8192);
+    const std::size_t limit = peers.automatic_one_shot_limit();
+    CHECK(limit == (m <= 2 ? 8192 : 8192 * 2 / m));
+    using cohort::detail::p2p::choose;
+    CHECK(choose(peers, limit, p2p_algorithm::automatic) == p2p_algorithm::one_shot);
+    CHECK(choose(peers, limit + 1, p2p_algorithm::automatic) == p2p_algorithm::two_shot);
+    CHECK(choose(peers, 8, p2p_algorithm::automatic) == p2p_algorithm::one_shot);
+    CHECK(choose(peers, 8192, p2p_algorithm::one_shot) == p2p_algorithm::one_shot);
+    CHECK_THROWS_AS((void)choose(peers, 8193, p2p_algorithm::one_shot), std::invalid_argument);
+    CHECK(choose(peers, 8, p2p_algorithm::two_shot) == p2p_algorithm::two_shot);
+  }
+}
+
+TEST_CASE("a one-shot limit that would wrap is refused; limits round up to 256 bytes") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  for (const std::size_t bad : {std::size_t{1} << 63, SIZE_MAX, SIZE_MAX - 255,
+                                cohort::p2p_clique::max_one_shot_limit + 1})
+    CHECK_THROWS_WITH_AS(cohort::p2p_clique(group, bad), doctest::Contains("one_shot_limit"),
+                         std::invalid_argument);
+  cohort::p2p_clique peers(group, 1000);
+  CHECK(peers.one_shot_limit() == 1024);
+}
+
+TEST_CASE("p2p span forms of reduce, broadcast and reduce_scatter, in place too") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t m : group_sizes) {
+    CAPTURE(m);
+    auto group = cohort::testing::group_of(m);
+    cohort::p2p_clique peers(group);
+    const std::size_t count = 1001;
+    cohort::distributed_buffer<int> big(group, cohort::partition::replicated(count * m, m));
+    cohort::distributed_buffer<int> small_out(group, cohort::partition::replicated(count, m));
+    std::vector<std::vector<int>> in(m, std::vector<int>(count * m));
+    for (std::size_t r = 0; r < m; ++r) {
+      for (std::size_t i = 0; i < count * m; ++i)
+        in[r][i] = small(static_cast<int>(r), i);
+      big.local(r).copy_from_host(in[r]);
+    }
+    small_out.fill_bytes(cohort::testing::poison_byte);
+    std::vector<cuda::std::span<const int>> send;
+    std::vector<cuda::std::span<int>> recv, in_place;
+    for (std::size_t r = 0; r < m; ++r) {
+      send.push_back(big.shard(r).data);
+      recv.push_back(small_out.shard(r).data);
+      in_place.push_back(big.shard(r).data.subspan(r * count, count));
+    }
+    const int root = static_cast<int>(m) - 1;
+    cohort::reduce(peers, send, recv, cohort::sum, root); // first `count` of each rank's big
+    auto column_sum = [&](std::size_t i) {
+      int s = 0;
+      for (std::size_t q = 0; q < m; ++q)
+        s += in[q][i];
+      return s;
+    };
+    std::vector<int> got(count);
+    small_out.local(root).copy_to_host(got);
+    group.synchronize();
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < count; ++i)
+      wrong += got[i] != column_sum(i);
+    CHECK(wrong == 0);
+    // In place: rank r's block r of its own big buffer becomes block r of the sum.
+    cohort::reduce_scatter(peers, send, in_place, cohort::sum);
+    wrong = 0;
+    for (std::size_t r = 0; r < m; ++r) {
+      std::vector<int> mine(count * m);
+      big.local(r).copy_to_host(mine);
+      group.synchronize();
+      for (std::size_t i = 0; i < count; ++i)
+        wrong += mine[r * count + i] != column_sum(r * count + i);
+    }
+    CHECK(wrong == 0);
+    cohort::broadcast(peers, recv, root);
+    wrong = 0;
+    for (std::size_t r = 0; r < m; ++r) {
+      small_out.local(r).copy_to_host(got);
+      group.synchronize();
+      for (std::size_t i = 0; i < count; ++i)
+        wrong += got[i] != column_sum(i);
+    }
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("p2p all_reduce of user-defined types with user operators") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t m : group_sizes) {

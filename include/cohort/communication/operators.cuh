@@ -49,6 +49,12 @@ inline constexpr avg_t avg{};
 namespace detail {
 template <class Op>
 inline constexpr bool divides_by_ranks = std::is_same_v<std::remove_cvref_t<Op>, avg_t>;
+// One of cohort's own operators, which act on each element (each lane of a __half2) alike.
+template <class Op>
+inline constexpr bool is_cohort_operator =
+    std::is_same_v<std::remove_cvref_t<Op>, sum_t> || std::is_same_v<std::remove_cvref_t<Op>, prod_t> ||
+    std::is_same_v<std::remove_cvref_t<Op>, min_t> || std::is_same_v<std::remove_cvref_t<Op>, max_t> ||
+    std::is_same_v<std::remove_cvref_t<Op>, avg_t>;
 } // namespace detail
 
 } // namespace cohort

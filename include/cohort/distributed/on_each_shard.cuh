@@ -18,9 +18,10 @@ namespace cohort {
 
 namespace detail {
 
-// A distributed buffer belongs to a group when shard i lives on member i's stream.
-template <class T>
-void require_buffer_of_group(const distributed_buffer<T>& buffer, const device_group& group,
+// A distributed buffer belongs to a group when shard i lives on member i's stream. `Members` is a
+// device_group, or anything that answers size() and stream(i) as one does (a p2p_clique).
+template <class T, class Members>
+void require_buffer_of_group(const distributed_buffer<T>& buffer, const Members& group,
                              std::string_view function, std::string_view argument) {
   if (buffer.shards() != group.size())
     throw_invalid_argument(function, argument,

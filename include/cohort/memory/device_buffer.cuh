@@ -15,6 +15,7 @@
 #pragma once
 
 #include "../devices/scoped_device.cuh"
+#include "bitwise_copyable.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream_ref.cuh"
 
@@ -32,9 +33,10 @@ namespace cohort {
 
 template <class T>
 class device_buffer {
-  static_assert(std::is_trivially_copyable_v<T>,
+  static_assert(bitwise_copyable_v<T>,
                 "cohort::device_buffer<T> needs a trivially copyable T: its bytes are copied "
-                "between host and devices without running constructors.");
+                "between host and devices without running constructors (specialize "
+                "cohort::bitwise_copyable for a type whose bytes may be copied all the same).");
   static_assert(!std::is_const_v<T> && !std::is_volatile_v<T>,
                 "cohort::device_buffer<T> needs an unqualified T.");
 

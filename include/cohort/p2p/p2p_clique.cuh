@@ -1,46 +1,73 @@
 // cohort/p2p/p2p_clique.cuh — the members of a device group, ready for cohort's own
-// peer-to-peer collectives (p2p_collectives.cuh): every pair has peer access, and each member
-// holds the signal slots through which the GPUs meet and a scratch buffer for small messages.
+// peer-to-peer collectives (p2p/collectives.cuh): every pair has peer access, and each member
+// holds, in its own memory, the engine's state (signal slots and per-block epochs, which the
+// kernels advance) and a scratch buffer for small messages.
 //
 //   cohort::device_group group(cohort::devices());
 //   cohort::p2p_clique peers(group);                 // throws naming a pair without a peer path
-//   cohort::all_reduce(peers, data, my_op);          // any type, any operator; no NCCL needed
+//   cohort::all_reduce(peers, data, cohort::sum);    // any type, any operator; no NCCL needed
+//   cohort::p2p_clique patient(group, {.patience = cohort::p2p_clique_options::wait_forever});
 //
 // It works the same on an emulated group (every logical device on one GPU). Calls are enqueued
-// on the group's streams; they never wait on the host, so back-to-back calls need no
-// synchronisation. A clique is used from one host thread at a time, like its group.
+// on the group's streams and never wait on the host, so back-to-back calls need no
+// synchronisation, and they can be captured into CUDA graphs (cohort::group_graph) and replayed
+// any number of times, mixed with direct calls.
+//
+// Rules, as NCCL has its own for concurrent communicators:
+// - A clique is used from one host thread at a time; its calls run in the order they are made,
+//   on every member. Cliques of different threads may share GPUs.
+// - A call's grid is a budget: at most half of each member's SMs (`max_blocks`), so that the
+//   kernels of two cliques over the same GPUs, or a user's kernel beside them, can be resident
+//   together. Calls of more than two cliques that may run at once on the same GPUs need an order
+//   between them (the same streams, or events), or smaller `max_blocks`.
+// - The group (its streams) must outlive the clique; the clique may be moved with its group
+//   (it keeps the members' devices and streams, not the group). A graph holding the clique's
+//   calls must not be launched after the clique is destroyed. Destroying the clique frees its
+//   memory only after every member's last call has finished (stream-ordered; no host wait).
 #pragma once
 
 #include "../devices/topology.cuh"
 #include "../errors/argument_error.cuh"
 #include "../execution/device_group.cuh"
 #include "../memory/device_buffer.cuh"
+#include "../streams/event.cuh"
 #include "detail/kernels.cuh"
 
-#include <atomic>
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 namespace cohort {
 
-class p2p_clique {
- public:
+struct p2p_clique_options {
   // Largest message, in bytes per rank, that the one-shot algorithm can take (it needs twice that
   // in scratch on every member). On 2 NVLink-joined H200s one-shot was faster than two-shot up to
-  // 8 MiB and slower from 16 MiB (docs/performance.md); pass another limit to the constructor.
-  static constexpr std::size_t default_one_shot_limit = std::size_t{8} << 20;
+  // 8 MiB and slower from 16 MiB (docs/performance.md).
+  std::size_t one_shot_limit = std::size_t{8} << 20;
+  // How long a rank waits at a barrier for a peer before it stops its kernel with a message (the
+  // context is then lost: the process must restart). A peer is late when a long kernel runs
+  // before the collective on its stream, or under a debugger; `wait_forever` waits as NCCL does.
+  std::chrono::milliseconds patience = std::chrono::minutes(5);
+  static constexpr std::chrono::milliseconds wait_forever{0};
+  // Blocks per rank a call may use; 0: half of the SMs each member has (at least 1).
+  unsigned max_blocks = 0;
+};
+
+class p2p_clique {
+ public:
+  static constexpr std::size_t default_one_shot_limit = p2p_clique_options{}.one_shot_limit;
+  // One-shot limits above this are refused (twice the limit is allocated on every member).
+  static constexpr std::size_t max_one_shot_limit = std::size_t{1} << 36;
 
   // Every member of `group` must reach every other's memory directly: peer access is enabled
-  // here (and refused, naming the pair, where the hardware has no peer path). The group must
-  // outlive the clique.
-  explicit p2p_clique(const device_group& group,
-                      std::size_t one_shot_limit = default_one_shot_limit)
-      : group_(&group)
-      , one_shot_limit_(round_up(one_shot_limit, 256)) {
+  // here (and refused, naming the pair, where the hardware has no peer path).
+  explicit p2p_clique(const device_group& group, p2p_clique_options options = {})
+      : devices_(group.devices())
+      , emulated_(group.is_emulated())
+      , options_(checked(options)) {
     if (group.size() > static_cast<std::size_t>(detail::p2p::max_ranks))
       detail::throw_invalid_argument("p2p_clique", "group",
                                      "has " + std::to_string(group.size()) +
@@ -49,73 +76,129 @@ class p2p_clique {
                                          " (one NVLink domain). Use NCCL for more.");
     require_peer_paths(group);
     group.enable_peer_access();
-    signals_.reserve(group.size());
-    scratch_.reserve(group.size());
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      signals_.emplace_back(std::size_t{detail::p2p::max_blocks} * detail::p2p::max_ranks,
-                            group.stream(i));
-      signals_.back().fill_bytes(0);
-      scratch_.emplace_back(2 * one_shot_limit_, group.stream(i));
+    const std::size_t n = group.size();
+    state_.reserve(n);
+    scratch_.reserve(n);
+    last_call_.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      streams_.push_back(group.stream(i));
+      state_.emplace_back(state_words, group.stream(i));
+      state_.back().fill_bytes(0);
+      scratch_.emplace_back(2 * options_.one_shot_limit, group.stream(i));
+      last_call_.emplace_back(group.device(i));
     }
-    group.synchronize(); // every signal is zero before another member's kernel reads it
-    for (std::size_t i = 0; i < group.size(); ++i) {
+    group.synchronize(); // every slot is zero before another member's kernel reads it
+    unsigned budget = options_.max_blocks != 0 ? options_.max_blocks : detail::p2p::max_blocks;
+    for (std::size_t i = 0; i < n; ++i) {
       unsigned sms = group.sm_count(i);
-      if (group.is_emulated() && !group.splits_sms()) sms /= static_cast<unsigned>(group.size());
-      co_resident_ = std::min(co_resident_, std::max(1u, sms));
+      if (emulated_ && !group.splits_sms()) sms /= static_cast<unsigned>(n);
+      budget = std::min(budget, std::max(1u, sms / 2));
     }
+    blocks_ = std::min<unsigned>(budget, detail::p2p::max_blocks);
+    for (std::size_t i = 0; i < n; ++i)
+      engines_.push_back(make_engine(i));
   }
+  // The one-shot limit alone (the other options at their defaults).
+  p2p_clique(const device_group& group, std::size_t one_shot_limit)
+      : p2p_clique(group, p2p_clique_options{.one_shot_limit = one_shot_limit}) {}
+
   p2p_clique(const p2p_clique&) = delete;
   p2p_clique& operator=(const p2p_clique&) = delete;
 
-  const device_group& group() const noexcept { return *group_; }
-  std::size_t size() const noexcept { return group_->size(); }
+  // Every member's stream waits for every member's last call before the state is freed on it:
+  // a member's kernel may read another member's scratch and signals until the call ends there.
+  ~p2p_clique() {
+    try {
+      for (std::size_t i = 0; i < size(); ++i)
+        last_call_[i].record(streams_[i]);
+      for (std::size_t j = 0; j < size(); ++j)
+        for (std::size_t i = 0; i < size(); ++i)
+          if (i != j) streams_[j].wait(last_call_[i]);
+    } catch (...) { // a lost context: nothing more can run on it, and freeing is all that is left
+    }
+  }
+
+  std::size_t size() const noexcept { return devices_.size(); }
+  device_ref device(std::size_t i) const { return devices_.at(i); }
+  stream_ref stream(std::size_t i) const { return streams_.at(i); }
+  bool is_emulated() const noexcept { return emulated_; }
+  const p2p_clique_options& options() const noexcept { return options_; }
+
   // The most bytes per rank the one-shot algorithm can take.
-  std::size_t one_shot_limit() const noexcept { return one_shot_limit_; }
+  std::size_t one_shot_limit() const noexcept { return options_.one_shot_limit; }
   // Bytes per rank up to which `automatic` picks one-shot: the limit on 2 members; on n members
   // one-shot reads n/2 times the data two-shot reads, so the limit shrinks by 2/n (a traffic
   // argument, measured on 2 GPUs only so far).
   std::size_t automatic_one_shot_limit() const noexcept {
-    return size() <= 2 ? one_shot_limit_ : one_shot_limit_ * 2 / size();
+    return size() <= 2 ? one_shot_limit() : one_shot_limit() * 2 / size();
   }
+  // Blocks per rank a call uses at most.
+  unsigned max_blocks() const noexcept { return blocks_; }
 
   // For the collectives: -------------------------------------------------------------------------
 
-  // The signal arrays as rank `rank` sees them.
-  detail::p2p::signals signals_for(std::size_t rank) const {
-    detail::p2p::signals s{};
-    for (std::size_t i = 0; i < size(); ++i)
-      s.of[i] = const_cast<std::uint32_t*>(signals_[i].data());
-    s.rank = static_cast<int>(rank);
-    s.ranks = static_cast<int>(size());
-    return s;
-  }
-  // The first of `n` fresh signal values (one per barrier of a call).
-  std::uint32_t take_signals(std::uint32_t n) noexcept {
-    const std::uint32_t first = next_signal_;
-    next_signal_ += n;
-    return first;
-  }
-  // Every rank's scratch half for the next one-shot call (the halves alternate).
-  template <class T>
-  detail::p2p::per_rank<T> next_scratch() {
-    const std::size_t half = (one_shot_calls_++ & 1u) * one_shot_limit_;
-    detail::p2p::per_rank<T> s{};
-    for (std::size_t i = 0; i < size(); ++i)
-      s.of[i] = reinterpret_cast<T*>(scratch_[i].data() + half);
-    return s;
-  }
-  // Blocks per rank for `packs` units of work each: no more than every member can hold at once
-  // (on an emulated group the logical devices share one GPU, and a block that waits for a peer
-  // block that cannot be scheduled would wait forever).
+  // What rank `rank`'s kernels are given: the same at every call.
+  const detail::p2p::engine& engine_for(std::size_t rank) const { return engines_.at(rank); }
+  // Blocks per rank for `packs` units of work each, within the budget.
   unsigned blocks_for(std::size_t packs) const noexcept {
     const std::size_t wanted =
         (packs + detail::p2p::block_threads - 1) / detail::p2p::block_threads;
-    const std::size_t cap = std::min<std::size_t>(co_resident_, detail::p2p::max_blocks);
-    return static_cast<unsigned>(std::clamp<std::size_t>(wanted, 1, cap));
+    return static_cast<unsigned>(std::clamp<std::size_t>(wanted, 1, blocks_));
+  }
+  // Kernels already loaded on every member (ensure_loaded), and whether an earlier call's launch
+  // failed part-way, which leaves the members' epochs apart for good.
+  std::vector<const void*>& loaded_kernels() noexcept { return loaded_; }
+  bool broken() const noexcept { return broken_; }
+  void mark_broken() noexcept { broken_ = true; }
+
+  // Testing: moves every member's epochs to `epoch` (a multiple of 4), as if that many barrier
+  // values had been used; ordered on the members' streams.
+  void set_epochs_for_testing(std::uint64_t epoch) {
+    std::vector<std::uint64_t> values(detail::p2p::max_blocks, epoch);
+    for (std::size_t i = 0; i < size(); ++i) {
+      scoped_device on(devices_[i]);
+      check_cuda(cudaMemcpyAsync(engines_[i].epochs, values.data(),
+                                 values.size() * sizeof(std::uint64_t), cudaMemcpyHostToDevice,
+                                 streams_[i].native_handle()),
+                 "cudaMemcpyAsync (p2p epochs)", devices_[i].get());
+      check_cuda(cudaStreamSynchronize(streams_[i].native_handle()), "cudaStreamSynchronize",
+                 devices_[i].get());
+    }
   }
 
  private:
-  static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+  // Signal slots then epochs, in 64-bit words.
+  static constexpr std::size_t signal_words =
+      std::size_t{detail::p2p::max_blocks} * detail::p2p::max_ranks;
+  static constexpr std::size_t state_words = signal_words + detail::p2p::max_blocks;
+
+  static p2p_clique_options checked(p2p_clique_options options) {
+    if (options.one_shot_limit > max_one_shot_limit)
+      detail::throw_invalid_argument(
+          "p2p_clique", "one_shot_limit",
+          std::to_string(options.one_shot_limit) + " bytes is above the largest limit, " +
+              std::to_string(max_one_shot_limit) +
+              " (twice the limit is allocated on every member); larger messages take two-shot.");
+    detail::require_argument(options.patience.count() >= 0, "p2p_clique", "patience",
+                             "must not be negative (wait_forever is 0).");
+    options.one_shot_limit = (options.one_shot_limit + 255) / 256 * 256;
+    return options;
+  }
+
+  detail::p2p::engine make_engine(std::size_t rank) const {
+    detail::p2p::engine e{};
+    for (std::size_t i = 0; i < size(); ++i) {
+      e.signals[i] = const_cast<std::uint64_t*>(state_[i].data());
+      e.scratch[i] = const_cast<unsigned char*>(scratch_[i].data());
+    }
+    e.epochs = const_cast<std::uint64_t*>(state_[rank].data()) + signal_words;
+    e.half_bytes = options_.one_shot_limit;
+    e.patience_ns = static_cast<unsigned long long>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.patience).count());
+    e.rank = static_cast<int>(rank);
+    e.ranks = static_cast<int>(size());
+    return e;
+  }
 
   static void require_peer_paths(const device_group& group) {
     for (std::size_t i = 0; i < group.size(); ++i)
@@ -132,63 +215,17 @@ class p2p_clique {
       }
   }
 
-  const device_group* group_;
-  std::size_t one_shot_limit_;
-  std::vector<device_buffer<std::uint32_t>> signals_;
+  std::vector<device_ref> devices_;
+  std::vector<stream_ref> streams_;
+  bool emulated_;
+  p2p_clique_options options_;
+  std::vector<device_buffer<std::uint64_t>> state_;
   std::vector<device_buffer<unsigned char>> scratch_;
-  std::uint32_t next_signal_ = 1; // the slots start at 0
-  std::uint64_t one_shot_calls_ = 0;
-  unsigned co_resident_ = detail::p2p::max_blocks;
+  std::vector<event> last_call_;
+  std::vector<detail::p2p::engine> engines_;
+  std::vector<const void*> loaded_;
+  unsigned blocks_ = 1;
+  bool broken_ = false;
 };
-
-namespace detail::p2p {
-
-// Loads `Kernel` on every member's device before its first launch there: with lazy loading,
-// loading it while a peer's copy spins on the same GPU could wait for that copy forever.
-template <auto Kernel>
-void ensure_loaded(const device_group& group) {
-  static std::atomic<std::uint64_t> loaded{0}; // devices 0..63 where Kernel is loaded
-  std::uint64_t wanted = 0;
-  for (device_ref d : group.devices())
-    wanted |= d.get() < 64 ? std::uint64_t{1} << d.get() : ~std::uint64_t{0};
-  if ((loaded.load(std::memory_order_acquire) & wanted) == wanted) return;
-  for (device_ref d : group.devices()) {
-    scoped_device on(d);
-    cudaFuncAttributes attributes{};
-    check_cuda(cudaFuncGetAttributes(&attributes, Kernel), "cudaFuncGetAttributes (p2p kernel)",
-               d.get());
-    if (d.get() < 64) loaded.fetch_or(std::uint64_t{1} << d.get(), std::memory_order_release);
-  }
-}
-
-// Launches `Kernel` on every member's stream with `args(member)`'s arguments.
-template <auto Kernel, class Args>
-void launch_on_every_member(const device_group& group, unsigned blocks, const char* name,
-                            Args&& args) {
-  ensure_loaded<Kernel>(group);
-  scoped_device on(group.device(0));
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    on.set(group.device(i));
-    std::apply(
-        [&](auto&&... a) {
-          Kernel<<<blocks, block_threads, 0, group.stream(i).native_handle()>>>(a...);
-        },
-        args(i));
-    check_launch(name, group.device(i).get());
-  }
-}
-
-// The 16-byte-pack variant `Wide` where every pointer allows it (`wide`), else the one-element
-// variant `Narrow`, on every member.
-template <auto Wide, auto Narrow, class Args>
-void launch_packed(bool wide, const device_group& group, unsigned blocks, const char* name,
-                   Args&& args) {
-  if (wide)
-    launch_on_every_member<Wide>(group, blocks, name, args);
-  else
-    launch_on_every_member<Narrow>(group, blocks, name, args);
-}
-
-} // namespace detail::p2p
 
 } // namespace cohort

@@ -51,6 +51,12 @@ public:
     check_cuda(status, "cudaStreamQuery", device_.get());
     return true;
   }
+  // True while the stream is being captured into a CUDA graph (its work is recorded, not run).
+  bool is_capturing() const {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    check_cuda(cudaStreamIsCapturing(handle_, &status), "cudaStreamIsCapturing", device_.get());
+    return status != cudaStreamCaptureStatusNone;
+  }
   // Work enqueued after this waits for `event`'s last record, which may be on another device.
   // (A template so that this header needs no event_ref.cuh: event_ref.cuh includes this one.)
   template <class Event>

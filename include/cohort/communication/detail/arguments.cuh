@@ -71,8 +71,8 @@ void require_apart_or_same(const A* a, std::size_t a_bytes, const B* b, std::siz
 
 // Every rank's buffer of a collective has the same size: the shards of `buffer` (over `group`)
 // must all be as large as shard 0, whose size is returned.
-template <class T>
-std::size_t equal_shard_count(const distributed_buffer<T>& buffer, const device_group& group,
+template <class T, class Members>
+std::size_t equal_shard_count(const distributed_buffer<T>& buffer, const Members& group,
                               std::string_view function, std::string_view argument) {
   require_buffer_of_group(buffer, group, function, argument);
   const std::size_t count = buffer.shard(0).data.size();

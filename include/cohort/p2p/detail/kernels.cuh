@@ -1,11 +1,16 @@
 // cohort/p2p/detail/kernels.cuh — the device side of the peer-to-peer engine.
 //
 // Every rank of a call runs the same kernel, with the same grid, on its own stream. Ranks meet at
-// per-block barriers: block b of each rank writes a signal into block b's slot of every rank's
-// signal array (system-scope release) and waits for the signals of block b of every rank
-// (system-scope acquire). Because every phase maps element i to the same block on every rank,
-// a per-block barrier orders exactly the work that depends on it, and no grid-wide sync is needed.
-// Signals only grow (one value per barrier, handed out by the host), so a slot never needs reset.
+// per-block barriers: block b of each rank writes a value into block b's slot of every rank's
+// signals (system-scope release) and waits for block b of every rank (system-scope acquire).
+// Because every phase maps element i to the same block on every rank, a per-block barrier orders
+// exactly the work that depends on it, and no grid-wide sync is needed.
+//
+// The engine's state lives on the GPUs: each rank keeps one 64-bit epoch per block slot, which its
+// kernels read when they start and advance before they end (call_epoch). Barrier values and the
+// one-shot scratch half come from the epoch, so the host passes only pointers and sizes, and a
+// launch captured into a CUDA graph replays correctly any number of times, mixed with direct
+// calls (NCCL's LSA barrier sessions and vLLM's custom all-reduce keep their state the same way).
 //
 // Data from other ranks is read with ld.global.cg (L2, not L1): L1 is not coherent with writes
 // made by other GPUs during the kernel.
@@ -25,13 +30,24 @@ namespace cohort::detail::p2p {
 inline constexpr int max_ranks = 8;
 inline constexpr int max_blocks = 1024;
 inline constexpr int block_threads = 512;
+// Barrier values a call may use: its epoch's base + 1 ... base + epoch_step - 1.
+inline constexpr std::uint64_t epoch_step = 4;
 
-// Every rank's signal array: slot [block * max_ranks + from] holds the last value rank `from`'s
-// block `block` sent.
-struct signals {
-  std::uint32_t* of[max_ranks];
+// What one rank's kernels know of the clique. Nothing in it changes from call to call, so a call
+// captured into a CUDA graph is the same call at every replay: the state that moves lives in
+// device memory, in `epochs` and the signal slots.
+struct engine {
+  // Every rank's signal slots: slot [block * max_ranks + from] of rank r holds the last barrier
+  // value block `block` of rank `from` sent to r.
+  std::uint64_t* signals[max_ranks];
+  // This rank's epochs, one per block slot, all equal between calls (see call_epoch).
+  std::uint64_t* epochs;
+  // Every rank's one-shot scratch: two halves of `half_bytes` each.
+  unsigned char* scratch[max_ranks];
+  std::size_t half_bytes;
+  unsigned long long patience_ns; // 0: wait for a peer as long as it takes
   int rank;
-  int ranks;
+  int ranks; // 0 only for the no-op launch that loads a kernel (ensure_loaded)
 };
 
 template <class T>
@@ -45,28 +61,60 @@ __device__ inline unsigned long long nanoseconds() {
   return t;
 }
 
-// A peer that has not arrived after this long never will (its kernel cannot run: the ranks'
-// kernels were serialised, or a rank's stream is blocked): stop the kernel with a message rather
-// than hang the process.
-inline constexpr unsigned long long barrier_patience_ns = 30'000'000'000ull;
+// A call's epoch: block b reads its slot when it starts and, when done, advances every slot it
+// stands for (b, b + grid, b + 2 grid, ...), so that all max_blocks slots stay equal whatever the
+// grid of each call. Each rank runs the same calls with the same grids, so block b's epoch is the
+// same on every rank, and the barrier values and scratch half derived from it agree without the
+// host handing any out. Values only grow, 4 per call: 2^64 is never reached.
+class call_epoch {
+ public:
+  __device__ explicit call_epoch(const engine& e) : e_(e) {
+    __shared__ std::uint64_t base;
+    if (threadIdx.x == 0) base = e.epochs[blockIdx.x];
+    __syncthreads();
+    base_ = base;
+  }
+  // The value of barrier k (0, 1 or 2) of this call.
+  __device__ std::uint64_t barrier_value(int k) const { return base_ + 1 + k; }
+  // This call's half of every rank's one-shot scratch: consecutive calls alternate, and a rank
+  // reaches the call after next only once every rank has finished this one.
+  __device__ std::size_t scratch_offset() const {
+    return ((base_ / epoch_step) & 1u) * e_.half_bytes;
+  }
+  // After the block's last access to shared state.
+  __device__ void advance() const {
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (unsigned b = blockIdx.x; b < static_cast<unsigned>(max_blocks); b += gridDim.x)
+        e_.epochs[b] = base_ + epoch_step;
+  }
 
-__device__ inline void barrier(const signals& s, std::uint32_t value) {
+ private:
+  const engine& e_;
+  std::uint64_t base_;
+};
+
+// Block b of every rank meets block b of every other rank: it stores `value` into its slot of
+// every rank's signals (system-scope release: the block's writes so far come first) and waits
+// until every rank's block b has stored at least `value` into its own.
+__device__ inline void barrier(const engine& e, std::uint64_t value) {
   __syncthreads(); // the whole block's work so far comes before the signal (release is cumulative)
-  if (static_cast<int>(threadIdx.x) < s.ranks) {
+  if (static_cast<int>(threadIdx.x) < e.ranks) {
     const int peer = static_cast<int>(threadIdx.x);
-    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> out(
-        s.of[peer][blockIdx.x * max_ranks + s.rank]);
+    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> out(
+        e.signals[peer][blockIdx.x * max_ranks + e.rank]);
     out.store(value, cuda::std::memory_order_release);
-    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> in(
-        s.of[s.rank][blockIdx.x * max_ranks + peer]);
-    // Wrap-safe "in >= value": values handed out over 2^31 calls apart never meet.
-    const unsigned long long since = nanoseconds();
-    while (static_cast<std::int32_t>(in.load(cuda::std::memory_order_acquire) - value) < 0) {
-      if (nanoseconds() - since > barrier_patience_ns) {
-        printf("cohort p2p: rank %d, block %u waited 30 s for rank %d, which never arrived (its "
-               "kernel could not run beside this one, e.g. kernels serialised by a tool, or its "
-               "stream blocked). Stopping the kernel.\n",
-               s.rank, blockIdx.x, peer);
+    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> in(
+        e.signals[e.rank][blockIdx.x * max_ranks + peer]);
+    const unsigned long long since = e.patience_ns != 0 ? nanoseconds() : 0;
+    while (in.load(cuda::std::memory_order_acquire) < value) {
+      if (e.patience_ns != 0 && nanoseconds() - since > e.patience_ns) {
+        printf("cohort p2p: rank %d, block %u has waited %llu ms for rank %d, which has not "
+               "arrived: its kernel could not run beside this one (kernels serialised by a tool, "
+               "a blocked stream, another clique's kernels filling its SMs) or is only late (a "
+               "long kernel before the collective, a debugger; then make the p2p_clique with a "
+               "longer patience, or p2p_clique_options::wait_forever). Stopping the kernel.\n",
+               e.rank, blockIdx.x, e.patience_ns / 1000000ull, peer);
         __trap();
       }
     }
@@ -208,20 +256,23 @@ __device__ inline void reduce_range(const per_rank<const T>& from, std::size_t f
       });
 }
 
-// One-shot all-reduce, for small messages: each rank copies its input into its scratch (this
-// call's half of a double buffer), meets the others once, then reduces every rank's scratch into
-// its output. The scratch is written again two calls later, after a barrier of the call in
-// between has shown that every rank finished this one.
+// Every kernel returns at once when launched with ranks == 0 (ensure_loaded's no-op launch).
+
+// One-shot all-reduce, for small messages: each rank copies its input into its half of the
+// scratch, meets the others once, then reduces every rank's scratch into its output.
 template <class T, class Acc, int V, class R>
 __global__ void __launch_bounds__(block_threads)
-    one_shot_all_reduce(const T* in, T* out, per_rank<T> scratch, std::size_t count, signals s,
-                        std::uint32_t signal, R r) {
-  copy_range<T, V>(in, scratch.of[s.rank], count);
-  barrier(s, signal);
+    one_shot_all_reduce(const T* in, T* out, std::size_t count, engine e, R r) {
+  if (e.ranks == 0) return;
+  const call_epoch epoch(e);
+  const std::size_t half = epoch.scratch_offset();
+  copy_range<T, V>(in, reinterpret_cast<T*>(e.scratch[e.rank] + half), count);
+  barrier(e, epoch.barrier_value(0));
   per_rank<const T> from;
   for (int q = 0; q < max_ranks; ++q)
-    from.of[q] = scratch.of[q];
+    from.of[q] = reinterpret_cast<const T*>(e.scratch[q] + half);
   reduce_range<T, Acc, V>(from, 0, out, count, r);
+  epoch.advance();
 }
 
 // Two-shot all-reduce, for large messages: rank q reduces chunk q of every rank's input into its
@@ -232,66 +283,71 @@ __global__ void __launch_bounds__(block_threads)
 template <class T, class Acc, int V, class R>
 __global__ void __launch_bounds__(block_threads)
     two_shot_all_reduce(per_rank<const T> in, per_rank<T> out, std::size_t count, std::size_t chunk,
-                        signals s, std::uint32_t signal, R r) {
+                        engine e, R r) {
+  if (e.ranks == 0) return;
+  const call_epoch epoch(e);
   auto range = [&](int q, std::size_t& first, std::size_t& n) {
     const std::size_t start = chunk * static_cast<std::size_t>(q);
     first = start < count ? start : count;
     n = (count - first < chunk ? count - first : chunk);
   };
-  barrier(s, signal);
+  barrier(e, epoch.barrier_value(0));
   std::size_t first = 0, n = 0;
-  range(s.rank, first, n);
-  reduce_range<T, Acc, V>(in, first, out.of[s.rank] + first, n, r);
-  barrier(s, signal + 1);
-  for (int step = 1; step < s.ranks; ++step) {
-    const int q = (s.rank + step) % s.ranks; // each rank starts with a different peer
+  range(e.rank, first, n);
+  reduce_range<T, Acc, V>(in, first, out.of[e.rank] + first, n, r);
+  barrier(e, epoch.barrier_value(1));
+  for (int step = 1; step < e.ranks; ++step) {
+    const int q = (e.rank + step) % e.ranks; // each rank starts with a different peer
     range(q, first, n);
-    copy_range<T, V>(out.of[q] + first, out.of[s.rank] + first, n);
+    copy_range<T, V>(out.of[q] + first, out.of[e.rank] + first, n);
   }
-  barrier(s, signal + 2);
+  barrier(e, epoch.barrier_value(2));
+  epoch.advance();
 }
 
-// Reduce-scatter: rank q reduces block q (`count` elements at count * q) of every rank's input
-// into its output. The second barrier keeps every input alive until all ranks have read it.
+// Reduce-scatter (root < 0): rank q reduces block q (`count` elements at count * q) of every
+// rank's input into its output. Reduce (root >= 0): the root reduces every rank's input into its
+// output, the others only keep their inputs alive until it has. The second barrier keeps every
+// input alive until all ranks have read it.
 template <class T, class Acc, int V, class R>
 __global__ void __launch_bounds__(block_threads)
-    reduce_scatter(per_rank<const T> in, T* out, std::size_t count, signals s, std::uint32_t signal,
-                   R r) {
-  barrier(s, signal);
-  reduce_range<T, Acc, V>(in, count * static_cast<std::size_t>(s.rank), out, count, r);
-  barrier(s, signal + 1);
-}
-
-// Reduce: the root reduces every rank's input into its output; the others only keep their inputs
-// alive until it has.
-template <class T, class Acc, int V, class R>
-__global__ void __launch_bounds__(block_threads)
-    reduce(per_rank<const T> in, T* out, std::size_t count, int root, signals s,
-           std::uint32_t signal, R r) {
-  barrier(s, signal);
-  if (s.rank == root) reduce_range<T, Acc, V>(in, 0, out, count, r);
-  barrier(s, signal + 1);
+    reduce_to(per_rank<const T> in, T* out, std::size_t count, int root, engine e, R r) {
+  if (e.ranks == 0) return;
+  const call_epoch epoch(e);
+  barrier(e, epoch.barrier_value(0));
+  if (root < 0)
+    reduce_range<T, Acc, V>(in, count * static_cast<std::size_t>(e.rank), out, count, r);
+  else if (e.rank == root)
+    reduce_range<T, Acc, V>(in, 0, out, count, r);
+  barrier(e, epoch.barrier_value(1));
+  epoch.advance();
 }
 
 // All-gather: every rank copies every rank's `count` elements into its slot of its output.
 template <class T, int V>
 __global__ void __launch_bounds__(block_threads)
-    all_gather(per_rank<const T> in, T* out, std::size_t count, signals s, std::uint32_t signal) {
-  barrier(s, signal);
-  for (int step = 0; step < s.ranks; ++step) {
-    const int q = (s.rank + step) % s.ranks;
+    all_gather(per_rank<const T> in, T* out, std::size_t count, engine e) {
+  if (e.ranks == 0) return;
+  const call_epoch epoch(e);
+  barrier(e, epoch.barrier_value(0));
+  for (int step = 0; step < e.ranks; ++step) {
+    const int q = (e.rank + step) % e.ranks;
     if (in.of[q] != out + count * q) copy_range<T, V>(in.of[q], out + count * q, count);
   }
-  barrier(s, signal + 1);
+  barrier(e, epoch.barrier_value(1));
+  epoch.advance();
 }
 
 // Broadcast: every rank but the root copies the root's elements.
 template <class T, int V>
 __global__ void __launch_bounds__(block_threads)
-    broadcast(const T* root_data, T* data, std::size_t count, signals s, std::uint32_t signal) {
-  barrier(s, signal);
+    broadcast(const T* root_data, T* data, std::size_t count, engine e) {
+  if (e.ranks == 0) return;
+  const call_epoch epoch(e);
+  barrier(e, epoch.barrier_value(0));
   if (root_data != data) copy_range<T, V>(root_data, data, count);
-  barrier(s, signal + 1);
+  barrier(e, epoch.barrier_value(1));
+  epoch.advance();
 }
 
 } // namespace cohort::detail::p2p

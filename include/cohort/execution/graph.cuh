@@ -1,0 +1,197 @@
+// cohort/execution/graph.cuh — a device group's work captured once into one CUDA graph, and
+// replayed with one host call.
+//
+//   cohort::device_group group(cohort::devices());
+//   cohort::p2p_clique peers(group);
+//   cohort::distributed_buffer<float> x(group, cohort::partition::replicated(1 << 20, group.size()));
+//   cohort::group_graph step = cohort::group_graph::capture(group, [&] {
+//     cohort::multi_device_for_each(group, x, [] __device__(float& v) { v *= 0.5f; });
+//     cohort::all_reduce(peers, x, cohort::sum);
+//   });
+//   for (int i = 0; i < 100; ++i) step.launch();   // ordered with the group's other work
+//
+// `capture` begins capture on an origin stream of its own (on member 0's device), forks every
+// member's stream from it, runs `work` (which enqueues on the members' streams as usual), joins
+// them back and instantiates the result. `launch()` orders the replay after everything already on
+// the members' streams and their later work after it, so replays and direct calls mix freely;
+// `launch(stream)` is the single cudaGraphLaunch, ordered only by `stream`.
+//
+// What cannot be captured is refused by name before it enqueues anything (a `pending` reduction,
+// `device_group::synchronize`, NCCL's bounded calls); anything else that breaks the capture ends
+// it with a cuda_error naming `group_graph::capture`. The group, and whatever the work uses (its
+// buffers, cliques), must outlive the graph; the graph may be destroyed while a replay runs.
+#pragma once
+
+#include "../errors/argument_error.cuh"
+#include "../errors/cuda_error.cuh"
+#include "../streams/event.cuh"
+#include "../streams/stream.cuh"
+#include "device_group.cuh"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cohort {
+
+// How capture treats other threads' calls that are unsafe during capture (cudaStreamCaptureMode).
+enum class capture_mode {
+  global = cudaStreamCaptureModeGlobal,           // refused in every thread (CUDA's default)
+  this_thread = cudaStreamCaptureModeThreadLocal, // refused in the capturing thread only
+  relaxed = cudaStreamCaptureModeRelaxed,         // never refused
+};
+
+namespace detail {
+
+// Refuses, naming `function`, work that cannot be captured when any member's stream is capturing.
+inline void refuse_capture(const device_group& group, std::string_view function,
+                           std::string_view instead) {
+  for (std::size_t i = 0; i < group.size(); ++i)
+    if (group.stream(i).is_capturing())
+      throw std::logic_error("cohort::" + std::string(function) + ": member " + std::to_string(i) +
+                             "'s stream is being captured into a graph, and this call cannot be "
+                             "captured (nothing was enqueued). " +
+                             std::string(instead));
+}
+
+} // namespace detail
+
+class group_graph {
+ public:
+  template <class Work>
+  static group_graph capture(device_group& group, Work&& work,
+                             capture_mode mode = capture_mode::global) {
+    for (std::size_t i = 0; i < group.size(); ++i)
+      if (group.stream(i).is_capturing())
+        detail::throw_invalid_argument("group_graph::capture", "group",
+                                       "member " + std::to_string(i) +
+                                           "'s stream is already being captured; captures do not "
+                                           "nest. End that capture first.");
+    group_graph g(group);
+    const int device = g.origin_.device().get();
+    check_cuda(cudaStreamBeginCapture(g.origin_.native_handle(),
+                                      static_cast<cudaStreamCaptureMode>(mode)),
+               "cudaStreamBeginCapture (group_graph::capture)", device);
+    cudaGraph_t graph = nullptr;
+    try {
+      g.fork();
+      work();
+      g.join();
+    } catch (...) {
+      // End the capture so that no stream is left capturing, and drop what it made.
+      (void)g.join_quietly();
+      if (cudaStreamEndCapture(g.origin_.native_handle(), &graph) == cudaSuccess && graph)
+        ignore_cuda_error(cudaGraphDestroy(graph));
+      (void)cudaGetLastError();
+      throw;
+    }
+    const cudaError_t ended = cudaStreamEndCapture(g.origin_.native_handle(), &graph);
+    if (ended != cudaSuccess) {
+      ignore_cuda_error(ended);
+      throw cuda_error(ended, "cudaStreamEndCapture (group_graph::capture)", device,
+                       std::source_location::current(),
+                       "The captured work enqueued something that cannot be captured (a host "
+                       "synchronisation, a call on a stream outside the group), or forked a "
+                       "stream it did not join back.");
+    }
+    const cudaError_t made = cudaGraphInstantiate(&g.exec_, graph, 0);
+    ignore_cuda_error(cudaGraphDestroy(graph));
+    check_cuda(made, "cudaGraphInstantiate (group_graph::capture)", device);
+    return g;
+  }
+
+  group_graph(group_graph&& other) noexcept
+      : origin_(std::move(other.origin_))
+      , streams_(std::move(other.streams_))
+      , origin_done_(std::move(other.origin_done_))
+      , member_done_(std::move(other.member_done_))
+      , exec_(std::exchange(other.exec_, nullptr)) {}
+  group_graph& operator=(group_graph&& other) noexcept {
+    if (this != &other) {
+      destroy();
+      origin_ = std::move(other.origin_);
+      streams_ = std::move(other.streams_);
+      origin_done_ = std::move(other.origin_done_);
+      member_done_ = std::move(other.member_done_);
+      exec_ = std::exchange(other.exec_, nullptr);
+    }
+    return *this;
+  }
+  group_graph(const group_graph&) = delete;
+  group_graph& operator=(const group_graph&) = delete;
+  // A replay still running frees the graph when it ends (cudaGraphExecDestroy).
+  ~group_graph() { destroy(); }
+
+  // Replays the graph after all work already enqueued on the members' streams; work enqueued on
+  // them afterwards runs after the replay.
+  void launch() {
+    require_graph("group_graph::launch");
+    join();
+    launch(origin_);
+    fork();
+  }
+  // Replays the graph on `stream`, ordered only by it (the caller orders the members' streams).
+  void launch(stream_ref stream) {
+    require_graph("group_graph::launch");
+    scoped_device on(stream.device());
+    check_cuda(cudaGraphLaunch(exec_, stream.native_handle()), "cudaGraphLaunch (group_graph)",
+               stream.device().get());
+  }
+
+  cudaGraphExec_t native_handle() const noexcept { return exec_; }
+  // The stream `launch()` replays on (on member 0's device).
+  stream_ref origin() const noexcept { return origin_; }
+
+ private:
+  explicit group_graph(const device_group& group)
+      : origin_(group.device(0)), origin_done_(group.device(0)) {
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      streams_.push_back(group.stream(i));
+      member_done_.emplace_back(group.device(i));
+    }
+  }
+
+  void require_graph(std::string_view function) const {
+    if (exec_ == nullptr)
+      detail::throw_invalid_argument(function, "this", "the graph was moved away.");
+  }
+
+  // The members' streams wait for the origin's work so far (the events are reused: a wait takes
+  // the record current when it is enqueued).
+  void fork() {
+    origin_done_.record(origin_);
+    for (stream_ref s : streams_)
+      s.wait(origin_done_);
+  }
+  void join() {
+    for (std::size_t i = 0; i < streams_.size(); ++i) {
+      member_done_[i].record(streams_[i]);
+      origin_.wait(member_done_[i]);
+    }
+  }
+  bool join_quietly() noexcept {
+    try {
+      join();
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  void destroy() noexcept {
+    if (exec_ != nullptr) ignore_cuda_error(cudaGraphExecDestroy(exec_));
+    exec_ = nullptr;
+  }
+
+  stream origin_;
+  std::vector<stream_ref> streams_;
+  event origin_done_;
+  std::vector<event> member_done_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+} // namespace cohort

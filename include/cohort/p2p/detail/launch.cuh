@@ -1,0 +1,122 @@
+// cohort/p2p/detail/launch.cuh — how the engine's calls reach the GPUs: one launch of the same
+// kernel, with the same grid, on every member's stream, after the kernel is loaded everywhere.
+#pragma once
+
+#include "../../execution/launch.cuh"
+#include "../p2p_clique.cuh"
+#include "kernels.cuh"
+
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <tuple>
+
+namespace cohort::detail::p2p {
+
+// With lazy loading, loading a kernel can wait for the kernels running on its device, and a p2p
+// kernel spins until its peers' kernels run. So a kernel is loaded only while no thread is half
+// way through launching a call's kernels (the launch loops hold this lock shared, loading holds
+// it alone): every p2p kernel already running then has all its peers launched, and ends.
+inline std::shared_mutex& loading_lock() {
+  static std::shared_mutex lock;
+  return lock;
+}
+
+// Testing: the launch on this member throws, as a failed launch would, after the members
+// before it launched (once; -1: never).
+inline std::atomic<int>& fail_launch_on_member_for_testing() {
+  static std::atomic<int> member{-1};
+  return member;
+}
+
+// Releases the kernels of members [0, launched) that wait for the members that never launched:
+// it raises, in each launched member's own signal slots, every slot of the missing members past
+// any value, from a stream of its own (the waiting kernel holds the member's stream).
+__global__ void release_waiting(std::uint64_t* signals, int first_missing, int ranks) {
+  const int peer = first_missing + static_cast<int>(threadIdx.x);
+  if (peer >= ranks) return;
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> slot(
+      signals[blockIdx.x * max_ranks + peer]);
+  slot.store(~std::uint64_t{0}, cuda::std::memory_order_release);
+}
+
+inline void release_after_partial_launch(p2p_clique& peers, std::size_t launched,
+                                         unsigned blocks) noexcept {
+  for (std::size_t i = 0; i < launched; ++i) {
+    try {
+      stream rescue(peers.device(i));
+      launch(rescue, {.grid = blocks, .block = max_ranks, .name = "cohort p2p release_waiting"},
+             release_waiting, peers.engine_for(i).signals[i], static_cast<int>(launched),
+             static_cast<int>(peers.size()));
+    } catch (...) { // the member's context is gone too: nothing waits there any more
+    }
+  }
+}
+
+// Loads `Kernel` on every member before its first launch there, by a launch with ranks == 0 (the
+// kernel returns at once). A launch loads the kernel into the context of the member's stream (a
+// green context on an emulated group), where querying its attributes would load it only into the
+// current one. Under capture the no-op launch is left out: instantiating the graph loads.
+template <auto Kernel, class Args>
+void ensure_loaded(p2p_clique& peers, unsigned blocks, const char* name, Args& args) {
+  auto& loaded = peers.loaded_kernels();
+  const void* key = reinterpret_cast<const void*>(Kernel);
+  if (std::find(loaded.begin(), loaded.end(), key) != loaded.end()) return;
+  std::unique_lock lock(loading_lock());
+  for (std::size_t i = 0; i < peers.size(); ++i)
+    if (peers.stream(i).is_capturing()) return; // loaded at instantiation; again next time
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    std::apply(
+        [&](auto&&... a) {
+          launch(peers.stream(i), {.grid = blocks, .block = block_threads, .name = name}, Kernel,
+                 a...);
+        },
+        args(i, /*no_op=*/true));
+  }
+  loaded.push_back(key);
+}
+
+// Launches `Kernel` on every member's stream with `args(member, false)`'s arguments (the engine
+// among them). A launch that fails after earlier members launched releases their kernels and
+// leaves the clique broken: its members' epochs now differ, so no later call could meet.
+template <auto Kernel, class Args>
+void launch_on_every_member(p2p_clique& peers, unsigned blocks, const char* name, Args&& args) {
+  require_argument(!peers.broken(), name, "peers",
+                   "an earlier call's launch failed part-way, so the members' engine states "
+                   "differ for good: make a new p2p_clique.");
+  ensure_loaded<Kernel>(peers, blocks, name, args);
+  std::shared_lock lock(loading_lock());
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    try {
+      if (fail_launch_on_member_for_testing().load() == static_cast<int>(i)) {
+        fail_launch_on_member_for_testing() = -1;
+        throw cuda_error(cudaErrorLaunchFailure, std::string("launch of ") + name + " (injected)",
+                         peers.device(i).get());
+      }
+      std::apply(
+          [&](auto&&... a) {
+            launch(peers.stream(i), {.grid = blocks, .block = block_threads, .name = name}, Kernel,
+                   a...);
+          },
+          args(i, false));
+    } catch (...) {
+      if (i > 0) {
+        peers.mark_broken();
+        release_after_partial_launch(peers, i, blocks);
+      }
+      throw;
+    }
+  }
+}
+
+// The 16-byte-pack variant `Wide` where every pointer allows it (`wide`), else the one-element
+// variant `Narrow`, on every member.
+template <auto Wide, auto Narrow, class Args>
+void launch_packed(bool wide, p2p_clique& peers, unsigned blocks, const char* name, Args&& args) {
+  if (wide)
+    launch_on_every_member<Wide>(peers, blocks, name, args);
+  else
+    launch_on_every_member<Narrow>(peers, blocks, name, args);
+}
+
+} // namespace cohort::detail::p2p

@@ -1,0 +1,449 @@
+// The engine's state on the GPUs, and whole-group work captured into graphs: every p2p
+// collective replayed 1000 times from a group_graph, interleaved with direct calls, with a
+// different rank delayed before each call; sizes around the one-shot limit; epochs moved past
+// 2^32; two threads with cliques of their own on the same GPUs; a clique destroyed right after a
+// call; a launch that fails part-way; for_each, on_each_member and peer copies in a graph.
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <functional>
+#include <numeric>
+#include <thread>
+#include <utility>
+
+namespace {
+
+using cohort::p2p_algorithm;
+
+__global__ void spin_for(unsigned long long nanoseconds) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < nanoseconds);
+}
+
+// Holds member `rank`'s stream for a while, so that its peers reach the next call first.
+void delay(const cohort::device_group& group, std::size_t rank, unsigned long long ns = 20'000) {
+  cohort::launch(group.stream(rank % group.size()), {.grid = 1, .block = 1}, spin_for, ns);
+}
+
+__global__ void add_to_each(int* x, std::size_t n, int value) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    x[i] += value;
+}
+
+void add_one(const cohort::device_group& group, cohort::distributed_buffer<int>& x) {
+  cohort::multi_device_for_each(group, x, [] __device__(int& v) { v += 1; });
+}
+
+std::vector<std::vector<int>> initial(std::size_t ranks, std::size_t count, unsigned seed) {
+  std::vector<std::vector<int>> v;
+  for (std::size_t r = 0; r < ranks; ++r)
+    v.push_back(cohort::testing::random_values<int>(count, seed + static_cast<unsigned>(r)));
+  return v;
+}
+
+void load(cohort::distributed_buffer<int>& x, const std::vector<std::vector<int>>& values) {
+  for (std::size_t r = 0; r < values.size(); ++r)
+    x.local(r).copy_from_host(values[r]);
+}
+
+std::vector<int> read(const cohort::distributed_buffer<int>& y, std::size_t r) {
+  std::vector<int> out(y.local(r).size());
+  y.local(r).copy_to_host(out);
+  y.local(r).stream().synchronize();
+  return out;
+}
+
+// `step` adds one to every rank's input and runs a collective from it into its output; `check`
+// compares the outputs after `k` steps with the host's reference. The step is captured into a
+// graph (rank 1 delayed inside it), then replayed `rounds` times, every other round replaced by a
+// direct call with rank 0 delayed; outputs are poisoned before each round.
+void replay_interleaved(cohort::device_group& group, const std::function<void()>& step,
+                        const std::function<void()>& poison, const std::function<void(int)>& check,
+                        cohort::capture_mode mode, int rounds = 1000) {
+  cohort::group_graph graph = cohort::group_graph::capture(
+      group,
+      [&] {
+        delay(group, 1);
+        step();
+      },
+      mode);
+  for (int k = 1; k <= rounds; ++k) {
+    poison();
+    if (k % 2 == 1) {
+      graph.launch();
+    } else {
+      delay(group, 0);
+      step();
+    }
+    check(k);
+  }
+}
+
+const std::size_t one_shot_limit = 4096; // bytes: the counts below straddle it
+const std::size_t sizes[] = {1, 1023, 1024, 1025, 7919};
+
+} // namespace
+
+TEST_CASE("p2p all_reduce replayed from a graph 1000 times, interleaved with direct calls") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (const std::size_t members : {2, 3})
+    for (const auto algorithm :
+         {p2p_algorithm::automatic, p2p_algorithm::one_shot, p2p_algorithm::two_shot})
+      for (const std::size_t count : sizes) {
+        if (algorithm == p2p_algorithm::one_shot && count * sizeof(int) > one_shot_limit) continue;
+        CAPTURE(members);
+        CAPTURE(static_cast<int>(algorithm));
+        CAPTURE(count);
+        auto group = cohort::testing::group_of(members);
+        cohort::p2p_clique peers(group, one_shot_limit);
+        const auto split = cohort::partition::replicated(count, members);
+        cohort::distributed_buffer<int> x(group, split), y(group, split);
+        const auto x0 = initial(members, count, 11);
+        load(x, x0);
+        std::size_t wrong = 0;
+        replay_interleaved(
+            group,
+            [&] {
+              add_one(group, x);
+              cohort::all_reduce(peers, std::as_const(x), y, cohort::sum, {.algorithm = algorithm});
+            },
+            [&] { y.fill_bytes(cohort::testing::poison_byte); },
+            [&](int k) {
+              for (std::size_t r = 0; r < members; ++r) {
+                const auto got = read(y, r);
+                for (std::size_t i = 0; i < count; ++i) {
+                  long long want = 0;
+                  for (std::size_t q = 0; q < members; ++q)
+                    want += x0[q][i] + k;
+                  wrong += got[i] != want;
+                }
+              }
+            },
+            count % 2 ? cohort::capture_mode::global : cohort::capture_mode::this_thread,
+            count == 7919 ? 200 : 1000);
+        CHECK(wrong == 0);
+      }
+}
+
+TEST_CASE("p2p reduce_scatter, reduce, all_gather and broadcast replayed from graphs") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (const std::size_t members : {2, 3}) {
+    CAPTURE(members);
+    auto group = cohort::testing::group_of(members);
+    cohort::p2p_clique peers(group, one_shot_limit);
+    const std::size_t count = 1000;
+    const auto poison_byte = cohort::testing::poison_byte;
+    {
+      INFO("reduce_scatter");
+      cohort::distributed_buffer<int> x(group, cohort::partition::replicated(count * members, members));
+      cohort::distributed_buffer<int> y(group, cohort::partition::replicated(count, members));
+      const auto x0 = initial(members, count * members, 21);
+      load(x, x0);
+      std::size_t wrong = 0;
+      replay_interleaved(
+          group,
+          [&] {
+            add_one(group, x);
+            cohort::reduce_scatter(peers, std::as_const(x), y, cohort::sum);
+          },
+          [&] { y.fill_bytes(poison_byte); },
+          [&](int k) {
+            for (std::size_t r = 0; r < members; ++r) {
+              const auto got = read(y, r);
+              for (std::size_t i = 0; i < count; ++i) {
+                long long want = 0;
+                for (std::size_t q = 0; q < members; ++q)
+                  want += x0[q][r * count + i] + k;
+                wrong += got[i] != want;
+              }
+            }
+          },
+          cohort::capture_mode::global);
+      CHECK(wrong == 0);
+    }
+    {
+      INFO("reduce to the last rank");
+      const int root = static_cast<int>(members) - 1;
+      const auto split = cohort::partition::replicated(count, members);
+      cohort::distributed_buffer<int> x(group, split), y(group, split);
+      const auto x0 = initial(members, count, 31);
+      load(x, x0);
+      std::size_t wrong = 0;
+      replay_interleaved(
+          group,
+          [&] {
+            add_one(group, x);
+            cohort::reduce(peers, std::as_const(x), y, cohort::sum, root);
+          },
+          [&] { y.fill_bytes(poison_byte); },
+          [&](int k) {
+            const auto got = read(y, static_cast<std::size_t>(root));
+            for (std::size_t i = 0; i < count; ++i) {
+              long long want = 0;
+              for (std::size_t q = 0; q < members; ++q)
+                want += x0[q][i] + k;
+              wrong += got[i] != want;
+            }
+          },
+          cohort::capture_mode::this_thread);
+      CHECK(wrong == 0);
+    }
+    {
+      INFO("all_gather");
+      cohort::distributed_buffer<int> x(group, cohort::partition::replicated(count, members));
+      cohort::distributed_buffer<int> y(group, cohort::partition::replicated(count * members, members));
+      const auto x0 = initial(members, count, 41);
+      load(x, x0);
+      std::size_t wrong = 0;
+      replay_interleaved(
+          group,
+          [&] {
+            add_one(group, x);
+            cohort::all_gather(peers, std::as_const(x), y);
+          },
+          [&] { y.fill_bytes(poison_byte); },
+          [&](int k) {
+            for (std::size_t r = 0; r < members; ++r) {
+              const auto got = read(y, r);
+              for (std::size_t q = 0; q < members; ++q)
+                for (std::size_t i = 0; i < count; ++i)
+                  wrong += got[q * count + i] != x0[q][i] + k;
+            }
+          },
+          cohort::capture_mode::global);
+      CHECK(wrong == 0);
+    }
+    {
+      INFO("broadcast from rank 1");
+      cohort::distributed_buffer<int> x(group, cohort::partition::replicated(count, members));
+      const auto x0 = initial(members, count, 51);
+      load(x, x0);
+      std::size_t wrong = 0;
+      replay_interleaved(
+          group,
+          [&] {
+            add_one(group, x);
+            cohort::broadcast(peers, x, 1);
+          },
+          [] {},
+          [&](int k) {
+            for (std::size_t r = 0; r < members; ++r) {
+              const auto got = read(x, r);
+              for (std::size_t i = 0; i < count; ++i)
+                wrong += got[i] != x0[1][i] + k;
+            }
+          },
+          cohort::capture_mode::global);
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("p2p calls stay right with epochs moved past 2^32 and near 2^62, a block unused long") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::p2p_clique peers(group, one_shot_limit);
+  for (const std::uint64_t epoch :
+       {(std::uint64_t{1} << 31) - 4, (std::uint64_t{1} << 32) - 8, std::uint64_t{1} << 62}) {
+    CAPTURE(epoch);
+    peers.set_epochs_for_testing(epoch);
+    // Small calls (one block), then a large two-shot call over many blocks: the blocks unused
+    // until then must still wait for their peers.
+    for (const std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{1} << 22}) {
+      const auto split = cohort::partition::replicated(count, 2);
+      cohort::distributed_buffer<int> x(group, split), y(group, split);
+      const auto x0 = initial(2, count, 61);
+      load(x, x0);
+      for (int round = 0; round < 4; ++round) {
+        y.fill_bytes(cohort::testing::poison_byte);
+        delay(group, static_cast<std::size_t>(round), 200'000);
+        cohort::all_reduce(peers, std::as_const(x), y, cohort::sum);
+        std::size_t wrong = 0;
+        for (std::size_t r = 0; r < 2; ++r) {
+          const auto got = read(y, r);
+          for (std::size_t i = 0; i < count; ++i)
+            wrong += got[i] != x0[0][i] + x0[1][i];
+        }
+        CAPTURE(count);
+        CAPTURE(round);
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("two threads, each with its own group and clique on the same GPUs, 2000 calls each") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  std::atomic<std::size_t> wrong{0};
+  std::atomic<int> failures{0};
+  auto run = [&](unsigned seed) {
+    try {
+      auto group = cohort::testing::group_of(2);
+      cohort::p2p_clique peers(group);
+      // Alternate a one-shot and a two-shot size, so that each thread loads kernels while the
+      // other thread's kernels run.
+      for (const std::size_t count : {std::size_t{1000}, (std::size_t{1} << 21) + 1000}) {
+        const auto split = cohort::partition::replicated(count, 2);
+        cohort::distributed_buffer<int> x(group, split), y(group, split);
+        const auto x0 = initial(2, count, seed);
+        load(x, x0);
+        for (int k = 1; k <= 1000; ++k) {
+          add_one(group, x);
+          cohort::all_reduce(peers, std::as_const(x), y, cohort::sum);
+          if (k % 250 == 0)
+            for (std::size_t r = 0; r < 2; ++r) {
+              const auto got = read(y, r);
+              for (std::size_t i = 0; i < count; ++i)
+                wrong += got[i] != x0[0][i] + x0[1][i] + 2 * k;
+            }
+        }
+      }
+    } catch (const std::exception& e) {
+      std::printf("thread failed: %s\n", e.what());
+      ++failures;
+    }
+  };
+  std::thread a(run, 71u), b(run, 81u);
+  a.join();
+  b.join();
+  CHECK(failures == 0);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("a clique destroyed right after a one-shot call frees its memory only after every rank") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  // Unequal SM shares make rank 1 read rank 0's scratch slowly, long after rank 0 is done.
+  auto group = cohort::device_count() >= 2 || !cohort::sm_partitioning_available(cohort::device_ref{0})
+                   ? cohort::testing::group_of(2)
+                   : cohort::device_group::emulated(cohort::device_ref{0}, {8.0, 1.0});
+  const std::size_t count = std::size_t{2} << 20; // 8 MiB, one-shot
+  const auto split = cohort::partition::replicated(count, 2);
+  const auto x0 = initial(2, count, 91);
+  std::size_t wrong = 0;
+  for (int round = 0; round < 10; ++round) {
+    cohort::distributed_buffer<int> x(group, split), y(group, split);
+    load(x, x0);
+    y.fill_bytes(cohort::testing::poison_byte);
+    {
+      cohort::p2p_clique peers(group);
+      delay(group, 1, 100'000);
+      cohort::all_reduce(peers, std::as_const(x), y, cohort::sum,
+                         {.algorithm = p2p_algorithm::one_shot});
+    } // destroyed at once; the new allocations below may take its memory
+    std::vector<cohort::device_buffer<unsigned char>> reuse;
+    for (std::size_t r = 0; r < 2; ++r) {
+      reuse.emplace_back(2 * cohort::p2p_clique::default_one_shot_limit + 4096, group.stream(r));
+      reuse.back().fill_bytes(0xFF);
+    }
+    for (std::size_t r = 0; r < 2; ++r) {
+      const auto got = read(y, r);
+      for (std::size_t i = 0; i < count; ++i)
+        wrong += got[i] != x0[0][i] + x0[1][i];
+    }
+  }
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("a launch that fails part-way releases the ranks that launched and breaks the clique") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (const std::size_t members : {2, 3}) {
+    CAPTURE(members);
+    auto group = cohort::testing::group_of(members);
+    const std::size_t count = 4096;
+    const auto split = cohort::partition::replicated(count, members);
+    cohort::distributed_buffer<int> x(group, split), y(group, split);
+    const auto x0 = initial(members, count, 101);
+    load(x, x0);
+    cohort::p2p_clique peers(group);
+    cohort::all_reduce(peers, std::as_const(x), y, cohort::sum); // loads the kernel
+    cohort::detail::p2p::fail_launch_on_member_for_testing() = static_cast<int>(members) - 1;
+    CHECK_THROWS_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum), cohort::cuda_error);
+    group.synchronize(); // the ranks that launched were released: this returns
+    CHECK(peers.broken());
+    CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum),
+                         doctest::Contains("make a new p2p_clique"), std::invalid_argument);
+    // A retry on a new clique is right.
+    cohort::p2p_clique again(group);
+    y.fill_bytes(cohort::testing::poison_byte);
+    cohort::all_reduce(again, std::as_const(x), y, cohort::sum);
+    std::size_t wrong = 0;
+    for (std::size_t r = 0; r < members; ++r) {
+      const auto got = read(y, r);
+      for (std::size_t i = 0; i < count; ++i) {
+        long long want = 0;
+        for (std::size_t q = 0; q < members; ++q)
+          want += x0[q][i];
+        wrong += got[i] != want;
+      }
+    }
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("for_each_n, on_each_member, peer copies, fork and join in a graph, mixed with direct calls") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  const std::size_t n = 100'003;
+  cohort::distributed_buffer<int> x(group, n);
+  cohort::distributed_buffer<int> copy(group, cohort::partition::replicated(x.shard(0).data.size(), 2));
+  x.fill_bytes(0);
+  int* first = x.shard(0).data.data();
+  int* second = x.shard(1).data.data();
+  const std::size_t offset = x.shard(1).offset;
+  auto step = [&] {
+    // x[i] += i + 1 through the index form, then +1 through each member's own launch.
+    cohort::multi_device_for_each_n(group, n, [=] __device__(std::size_t i) {
+      int* p = i < offset ? first + i : second + (i - offset);
+      *p += static_cast<int>(i % 1000) + 1;
+    });
+    cohort::on_each_member(group, [&](const cohort::member& m) {
+      const auto mine = x.shard(m.rank).data;
+      cohort::launch(m.stream, {.grid = 64, .block = 256}, add_to_each, mine.data(), mine.size(), 1);
+    });
+    x.local(0).copy_to(copy.local(1)); // member 0's shard into member 1's memory
+  };
+  cohort::group_graph graph = cohort::group_graph::capture(group, step);
+  std::size_t wrong = 0;
+  for (int k = 1; k <= 200; ++k) {
+    copy.fill_bytes(cohort::testing::poison_byte);
+    if (k % 3 == 0)
+      step();
+    else
+      graph.launch();
+    const auto got = read(copy, 1);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      wrong += got[i] != k * (static_cast<int>(i % 1000) + 2);
+  }
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("group_graph refuses a nested capture and can be moved and destroyed while it runs") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  CHECK_THROWS_WITH_AS(cohort::group_graph::capture(group,
+                                                    [&] {
+                                                      (void)cohort::group_graph::capture(group,
+                                                                                          [] {});
+                                                    }),
+                       doctest::Contains("do not nest"), std::invalid_argument);
+  // The failed capture left no stream capturing: a direct call works.
+  cohort::distributed_buffer<int> x(group, 1000);
+  x.fill_bytes(0);
+  auto graph = cohort::group_graph::capture(
+      group, [&] { cohort::multi_device_for_each(group, x, [] __device__(int& v) { v += 2; }); });
+  cohort::group_graph moved = std::move(graph);
+  for (int k = 0; k < 10; ++k)
+    moved.launch();
+  { cohort::group_graph gone = std::move(moved); } // destroyed with replays in flight
+  std::vector<int> host(1000);
+  x.copy_to_host(host);
+  group.synchronize();
+  CHECK(std::all_of(host.begin(), host.end(), [](int v) { return v == 20; }));
+  CHECK_THROWS_AS(graph.launch(), std::invalid_argument);
+}
