@@ -86,6 +86,8 @@ void replay_interleaved(cohort::device_group& group, const std::function<void()>
 }
 
 const std::size_t one_shot_limit = 4096; // bytes: the counts below straddle it
+// A barrier that waits this long stops the kernel: a defect costs the run 20 s, not 5 minutes.
+constexpr std::chrono::milliseconds patience{20'000};
 const std::size_t sizes[] = {1, 1023, 1024, 1025, 7919};
 
 } // namespace
@@ -101,7 +103,7 @@ TEST_CASE("p2p all_reduce replayed from a graph 1000 times, interleaved with dir
         CAPTURE(static_cast<int>(algorithm));
         CAPTURE(count);
         auto group = cohort::testing::group_of(members);
-        cohort::p2p_clique peers(group, one_shot_limit);
+        cohort::p2p_clique peers(group, {.one_shot_limit = one_shot_limit, .patience = patience});
         const auto split = cohort::partition::replicated(count, members);
         cohort::distributed_buffer<int> x(group, split), y(group, split);
         const auto x0 = initial(members, count, 11);
@@ -136,7 +138,7 @@ TEST_CASE("p2p reduce_scatter, reduce, all_gather and broadcast replayed from gr
   for (const std::size_t members : {2, 3}) {
     CAPTURE(members);
     auto group = cohort::testing::group_of(members);
-    cohort::p2p_clique peers(group, one_shot_limit);
+    cohort::p2p_clique peers(group, {.one_shot_limit = one_shot_limit, .patience = patience});
     const std::size_t count = 1000;
     const auto poison_byte = cohort::testing::poison_byte;
     {
@@ -248,7 +250,7 @@ TEST_CASE("p2p reduce_scatter, reduce, all_gather and broadcast replayed from gr
 TEST_CASE("p2p calls stay right with epochs moved past 2^32 and near 2^62, a block unused long") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
-  cohort::p2p_clique peers(group, one_shot_limit);
+  cohort::p2p_clique peers(group, {.one_shot_limit = one_shot_limit, .patience = patience});
   for (const std::uint64_t epoch :
        {(std::uint64_t{1} << 31) - 4, (std::uint64_t{1} << 32) - 8, std::uint64_t{1} << 62}) {
     CAPTURE(epoch);
@@ -285,7 +287,7 @@ TEST_CASE("two threads, each with its own group and clique on the same GPUs, 200
   auto run = [&](unsigned seed) {
     try {
       auto group = cohort::testing::group_of(2);
-      cohort::p2p_clique peers(group);
+      cohort::p2p_clique peers(group, {.patience = patience});
       // Alternate a one-shot and a two-shot size, so that each thread loads kernels while the
       // other thread's kernels run.
       for (const std::size_t count : {std::size_t{1000}, (std::size_t{1} << 21) + 1000}) {
@@ -331,7 +333,7 @@ TEST_CASE("a clique destroyed right after a one-shot call frees its memory only 
     load(x, x0);
     y.fill_bytes(cohort::testing::poison_byte);
     {
-      cohort::p2p_clique peers(group);
+      cohort::p2p_clique peers(group, {.patience = patience});
       delay(group, 1, 100'000);
       cohort::all_reduce(peers, std::as_const(x), y, cohort::sum,
                          {.algorithm = p2p_algorithm::one_shot});
@@ -360,7 +362,7 @@ TEST_CASE("a launch that fails part-way releases the ranks that launched and bre
     cohort::distributed_buffer<int> x(group, split), y(group, split);
     const auto x0 = initial(members, count, 101);
     load(x, x0);
-    cohort::p2p_clique peers(group);
+    cohort::p2p_clique peers(group, {.patience = patience});
     cohort::all_reduce(peers, std::as_const(x), y, cohort::sum); // loads the kernel
     cohort::detail::p2p::fail_launch_on_member_for_testing() = static_cast<int>(members) - 1;
     CHECK_THROWS_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum), cohort::cuda_error);
@@ -369,7 +371,7 @@ TEST_CASE("a launch that fails part-way releases the ranks that launched and bre
     CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum),
                          doctest::Contains("make a new p2p_clique"), std::invalid_argument);
     // A retry on a new clique is right.
-    cohort::p2p_clique again(group);
+    cohort::p2p_clique again(group, {.patience = patience});
     y.fill_bytes(cohort::testing::poison_byte);
     cohort::all_reduce(again, std::as_const(x), y, cohort::sum);
     std::size_t wrong = 0;

@@ -115,6 +115,13 @@ public:
     }
   }
 
+  // A new stream of member `i`'s own (on its device, in its SM share where SMs are split), beside
+  // the member's stream: for work that must run alongside it (a communication stream, say).
+  cohort::stream new_stream(std::size_t i) const {
+    if (splits_sms()) return cohort::stream::adopt(devices_.at(i), sm_shares_.at(i).make_stream());
+    return cohort::stream(devices_.at(i));
+  }
+
   // Blocks the host until every member's stream is idle.
   void synchronize() const {
     for (const cohort::stream& s : streams_)
@@ -143,7 +150,7 @@ private:
     member_events_.reserve(size());
     for (std::size_t i = 0; i < size(); ++i) {
       if (splits_sms())
-        streams_.push_back(cohort::stream::adopt(devices_[i], sm_shares_[i].make_stream()));
+        streams_.push_back(new_stream(i));
       else
         streams_.emplace_back(devices_[i]);
       member_events_.emplace_back(devices_[i]);

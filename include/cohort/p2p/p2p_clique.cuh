@@ -29,6 +29,7 @@
 #include "../devices/topology.cuh"
 #include "../errors/argument_error.cuh"
 #include "../execution/device_group.cuh"
+#include "../execution/launch.cuh"
 #include "../memory/device_buffer.cuh"
 #include "../streams/event.cuh"
 #include "detail/kernels.cuh"
@@ -37,6 +38,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -50,7 +52,9 @@ struct p2p_clique_options {
   // How long a rank waits at a barrier for a peer before it stops its kernel with a message (the
   // context is then lost: the process must restart). A peer is late when a long kernel runs
   // before the collective on its stream, or under a debugger; `wait_forever` waits as NCCL does.
-  std::chrono::milliseconds patience = std::chrono::minutes(5);
+  // Left at the default, the environment variable COHORT_P2P_PATIENCE_MS (digits) replaces it.
+  std::chrono::milliseconds patience = default_patience;
+  static constexpr std::chrono::milliseconds default_patience{std::chrono::minutes(5)};
   static constexpr std::chrono::milliseconds wait_forever{0};
   // Blocks per rank a call may use; 0: half of the SMs each member has (at least 1).
   unsigned max_blocks = 0;
@@ -86,6 +90,7 @@ class p2p_clique {
       state_.back().fill_bytes(0);
       scratch_.emplace_back(2 * options_.one_shot_limit, group.stream(i));
       last_call_.emplace_back(group.device(i));
+      rescue_.push_back(group.new_stream(i));
     }
     group.synchronize(); // every slot is zero before another member's kernel reads it
     unsigned budget = options_.max_blocks != 0 ? options_.max_blocks : detail::p2p::max_blocks;
@@ -97,6 +102,12 @@ class p2p_clique {
     blocks_ = std::min<unsigned>(budget, detail::p2p::max_blocks);
     for (std::size_t i = 0; i < n; ++i)
       engines_.push_back(make_engine(i));
+    // Load the release kernel now, by a launch that releases nobody: loading it once a member's
+    // kernel waits could wait for that kernel (lazy loading), which waits for the release.
+    for (std::size_t i = 0; i < n; ++i)
+      release(i, static_cast<int>(n), 1);
+    for (stream_ref s : rescue_)
+      s.synchronize();
   }
   // The one-shot limit alone (the other options at their defaults).
   p2p_clique(const device_group& group, std::size_t one_shot_limit)
@@ -151,8 +162,17 @@ class p2p_clique {
   bool broken() const noexcept { return broken_; }
   void mark_broken() noexcept { broken_ = true; }
 
-  // Testing: moves every member's epochs to `epoch` (a multiple of 4), as if that many barrier
-  // values had been used; ordered on the members' streams.
+  // Releases member i's kernel that waits for members [first_missing, size()) at any of the
+  // first `blocks` blocks, on a stream of the member's own (its kernel holds the member's stream).
+  void release(std::size_t i, int first_missing, unsigned blocks) {
+    launch(rescue_.at(i),
+           {.grid = blocks, .block = detail::p2p::max_ranks, .name = "cohort p2p release_waiting"},
+           detail::p2p::release_waiting<std::uint64_t>, engines_.at(i).signals[i], first_missing,
+           static_cast<int>(size()));
+  }
+
+  // Testing: moves every member's epochs forward to `epoch` (a multiple of 4, above every epoch
+  // used so far), as if that many barrier values had been used; waits for the members' streams.
   void set_epochs_for_testing(std::uint64_t epoch) {
     std::vector<std::uint64_t> values(detail::p2p::max_blocks, epoch);
     for (std::size_t i = 0; i < size(); ++i) {
@@ -181,6 +201,15 @@ class p2p_clique {
               " (twice the limit is allocated on every member); larger messages take two-shot.");
     detail::require_argument(options.patience.count() >= 0, "p2p_clique", "patience",
                              "must not be negative (wait_forever is 0).");
+    if (options.patience == p2p_clique_options::default_patience)
+      if (const char* ms = std::getenv("COHORT_P2P_PATIENCE_MS"); ms != nullptr && *ms != '\0') {
+        char* end = nullptr;
+        const unsigned long long value = std::strtoull(ms, &end, 10);
+        detail::require_argument(*end == '\0' && ms[0] >= '0' && ms[0] <= '9', "p2p_clique",
+                                 "COHORT_P2P_PATIENCE_MS",
+                                 "must be milliseconds, in digits (0 waits for ever).");
+        options.patience = std::chrono::milliseconds(value);
+      }
     options.one_shot_limit = (options.one_shot_limit + 255) / 256 * 256;
     return options;
   }
@@ -222,6 +251,7 @@ class p2p_clique {
   std::vector<device_buffer<std::uint64_t>> state_;
   std::vector<device_buffer<unsigned char>> scratch_;
   std::vector<event> last_call_;
+  std::vector<cohort::stream> rescue_;
   std::vector<detail::p2p::engine> engines_;
   std::vector<const void*> loaded_;
   unsigned blocks_ = 1;

@@ -28,7 +28,7 @@
 namespace cohort::detail::p2p {
 
 inline constexpr int max_ranks = 8;
-inline constexpr int max_blocks = 1024;
+inline constexpr int max_blocks = 256; // more than half the SMs of any GPU so far
 inline constexpr int block_threads = 512;
 // Barrier values a call may use: its epoch's base + 1 ... base + epoch_step - 1.
 inline constexpr std::uint64_t epoch_step = 4;
@@ -81,12 +81,13 @@ class call_epoch {
   __device__ std::size_t scratch_offset() const {
     return ((base_ / epoch_step) & 1u) * e_.half_bytes;
   }
-  // After the block's last access to shared state.
+  // After the block's last access to shared state. The block's threads share the stores (one
+  // thread storing them all cost 25 us on a 1-block call).
   __device__ void advance() const {
     __syncthreads();
-    if (threadIdx.x == 0)
-      for (unsigned b = blockIdx.x; b < static_cast<unsigned>(max_blocks); b += gridDim.x)
-        e_.epochs[b] = base_ + epoch_step;
+    for (unsigned b = blockIdx.x + threadIdx.x * gridDim.x; b < static_cast<unsigned>(max_blocks);
+         b += gridDim.x * blockDim.x)
+      e_.epochs[b] = base_ + epoch_step;
   }
 
  private:
@@ -254,6 +255,18 @@ __device__ inline void reduce_range(const per_rank<const T>& from, std::size_t f
           acc = r.op(acc, static_cast<Acc>(load_shared(from.of[q] + first + e)));
         to[e] = r.out(acc);
       });
+}
+
+// Releases a kernel that waits for members that never launched (their launch failed): it raises,
+// in the waiting member's own signal slots, every slot of the missing members [first_missing,
+// ranks) past any value. It runs on a stream of the member's own beside the waiting kernel.
+// (A template, as every kernel in a header must be, so that translation units may share it.)
+template <class Word>
+__global__ void release_waiting(Word* signals, int first_missing, int ranks) {
+  const int peer = first_missing + static_cast<int>(threadIdx.x);
+  if (peer >= ranks) return;
+  cuda::atomic_ref<Word, cuda::thread_scope_system> slot(signals[blockIdx.x * max_ranks + peer]);
+  slot.store(~Word{0}, cuda::std::memory_order_release);
 }
 
 // Every kernel returns at once when launched with ranks == 0 (ensure_loaded's no-op launch).

@@ -29,26 +29,11 @@ inline std::atomic<int>& fail_launch_on_member_for_testing() {
   return member;
 }
 
-// Releases the kernels of members [0, launched) that wait for the members that never launched:
-// it raises, in each launched member's own signal slots, every slot of the missing members past
-// any value, from a stream of its own (the waiting kernel holds the member's stream).
-// (A template, as every kernel in a header must be, so that translation units may share it.)
-template <class Word>
-__global__ void release_waiting(Word* signals, int first_missing, int ranks) {
-  const int peer = first_missing + static_cast<int>(threadIdx.x);
-  if (peer >= ranks) return;
-  cuda::atomic_ref<Word, cuda::thread_scope_system> slot(signals[blockIdx.x * max_ranks + peer]);
-  slot.store(~Word{0}, cuda::std::memory_order_release);
-}
-
 inline void release_after_partial_launch(p2p_clique& peers, std::size_t launched,
                                          unsigned blocks) noexcept {
   for (std::size_t i = 0; i < launched; ++i) {
     try {
-      stream rescue(peers.device(i));
-      launch(rescue, {.grid = blocks, .block = max_ranks, .name = "cohort p2p release_waiting"},
-             release_waiting<std::uint64_t>, peers.engine_for(i).signals[i], static_cast<int>(launched),
-             static_cast<int>(peers.size()));
+      peers.release(i, static_cast<int>(launched), blocks);
     } catch (...) { // the member's context is gone too: nothing waits there any more
     }
   }
