@@ -149,8 +149,10 @@ private:
 
 // Splits `device`'s SMs into one contiguous share per weight, in proportion to the weights (in
 // whole groups of the hardware's smallest partition). Throws where the GPU cannot be split that
-// finely or green contexts are unavailable.
-inline std::vector<sm_share> split_sms(device_ref device, const std::vector<double>& weights) {
+// finely or green contexts are unavailable. `argument` names the caller's argument that asked for
+// the shares ('n' for a count, 'sm_weights' for weights) in its errors.
+inline std::vector<sm_share> split_sms(device_ref device, const std::vector<double>& weights,
+                                       std::string_view argument = "n") {
   const std::string where = "device_group::emulated";
   require_valid_device(device, where, "device");
 #if COHORT_HAS_GREEN_CONTEXTS
@@ -160,8 +162,6 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
                      device.get(), std::source_location::current(),
                      "The driver has no green contexts; SMs cannot be split between logical "
                      "devices.");
-  const partition probe = partition::weighted(weights.size(), weights); // validates the weights
-  (void)probe;
   {
     scoped_device on(device); // green contexts want the primary context alive
     check_cuda(cudaFree(nullptr), "cudaFree(nullptr) (primary context)", device.get());
@@ -180,7 +180,7 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
                "cuDevSmResourceSplitByCount", device.get());
   groups.resize(group_count);
   if (group_count < weights.size())
-    throw_invalid_argument(where, "n",
+    throw_invalid_argument(where, argument,
                            std::to_string(weights.size()) + " logical devices, but device " +
                                std::to_string(device.get()) + "'s SMs split into only " +
                                std::to_string(group_count) + " groups.");
@@ -207,6 +207,7 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
   return shares;
 #else
   (void)weights;
+  (void)argument;
   throw cuda_error(cudaErrorNotSupported, "green contexts", device.get(),
                    std::source_location::current(),
                    "cohort was compiled with a CUDA older than 12.5, which has no green contexts.");
