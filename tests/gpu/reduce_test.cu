@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <string>
 
@@ -123,24 +124,35 @@ std::vector<long long> indices(std::size_t n) {
 
 const std::size_t order_sizes[] = {0, 1, 2, 3, 1009, (std::size_t{1} << 20) + 3};
 
+// body(group, n) for every group size in `members` and every n in `sizes` (a group of real GPUs
+// where enough are visible, else emulated).
+template <std::size_t N, class Body>
+void for_groups_and_sizes(std::initializer_list<std::size_t> members, const std::size_t (&sizes)[N],
+                          Body body) {
+  for (std::size_t m : members)
+    for (std::size_t n : sizes) {
+      CAPTURE(m);
+      CAPTURE(n);
+      const cohort::device_group group = cohort::testing::group_of(m);
+      body(group, n);
+    }
+}
+
 } // namespace
 
 TEST_CASE("multi_device_reduce sums ints exactly and counts init once") {
   COHORT_SKIP_UNLESS_GPUS(1);
-  for (std::size_t members : {1u, 2u, 3u, 4u})
-    for (std::size_t n : sizes) {
-      CAPTURE(members);
-      CAPTURE(n);
-      auto group = cohort::testing::group_of(members);
-      const auto in = cohort::testing::random_values<int>(n, 3 + n);
-      cohort::distributed_buffer<int> x(group, n);
-      x.copy_from_host(in);
-      auto sum = cohort::multi_device_reduce(group, x, 17LL, cuda::std::plus<long long>{});
-      long long expected = 17;
-      for (int v : in)
-        expected += v;
-      CHECK(sum.wait() == expected);
-    }
+  for_groups_and_sizes(
+      {1u, 2u, 3u, 4u}, sizes, [&](const cohort::device_group& group, std::size_t n) {
+        const auto in = cohort::testing::random_values<int>(n, 3 + n);
+        cohort::distributed_buffer<int> x(group, n);
+        x.copy_from_host(in);
+        auto sum = cohort::multi_device_reduce(group, x, 17LL, cuda::std::plus<long long>{});
+        long long expected = 17;
+        for (int v : in)
+          expected += v;
+        CHECK(sum.wait() == expected);
+      });
 }
 
 TEST_CASE("float and double sums agree with a double host reference") {
@@ -203,26 +215,22 @@ TEST_CASE("half and bfloat16 reduce in float through a transform") {
 
 TEST_CASE("a user-defined statistics type reduces over every member") {
   COHORT_SKIP_UNLESS_GPUS(1);
-  for (std::size_t members : {2u, 3u, 4u})
-    for (std::size_t n : sizes) {
-      CAPTURE(members);
-      CAPTURE(n);
-      auto group = cohort::testing::group_of(members);
-      const auto in = cohort::testing::random_values<float>(n, 77);
-      cohort::distributed_buffer<float> x(group, n);
-      x.copy_from_host(in);
-      const stats init{std::numeric_limits<float>::infinity(),
-                       -std::numeric_limits<float>::infinity(), 0.0, 0};
-      auto r =
-          cohort::multi_device_transform_reduce(group, x, init, merge_stats{}, to_stats{}).wait();
-      stats e = init;
-      for (float v : in)
-        e = {std::min(e.min, v), std::max(e.max, v), e.sum + v, e.count + 1};
-      CHECK(r.count == n);
-      CHECK(r.min == e.min);
-      CHECK(r.max == e.max);
-      CHECK(std::fabs(r.sum - e.sum) <= 1e-9 * (n + 1));
-    }
+  for_groups_and_sizes({2u, 3u, 4u}, sizes, [&](const cohort::device_group& group, std::size_t n) {
+    const auto in = cohort::testing::random_values<float>(n, 77);
+    cohort::distributed_buffer<float> x(group, n);
+    x.copy_from_host(in);
+    const stats init{std::numeric_limits<float>::infinity(),
+                     -std::numeric_limits<float>::infinity(), 0.0, 0};
+    auto r =
+        cohort::multi_device_transform_reduce(group, x, init, merge_stats{}, to_stats{}).wait();
+    stats e = init;
+    for (float v : in)
+      e = {std::min(e.min, v), std::max(e.max, v), e.sum + v, e.count + 1};
+    CHECK(r.count == n);
+    CHECK(r.min == e.min);
+    CHECK(r.max == e.max);
+    CHECK(std::fabs(r.sum - e.sum) <= 1e-9 * (n + 1));
+  });
 }
 
 TEST_CASE("argmax over an index range finds the first largest value") {
@@ -254,68 +262,62 @@ TEST_CASE("argmax over an index range finds the first largest value") {
 
 TEST_CASE("reductions keep order for an associative, non-commutative operator") {
   COHORT_SKIP_UNLESS_GPUS(1);
-  for (std::size_t members : {1u, 2u, 3u, 5u})
-    for (std::size_t n : order_sizes) {
-      CAPTURE(members);
-      CAPTURE(n);
-      auto group = cohort::testing::group_of(members);
-      const ordered expected = fold_on_host(indices(n));
-      // The index form: the issue saw last = 767 instead of 1008 for n = 1009 on one member.
-      check_same(cohort::multi_device_transform_reduce_n(group, n, order_init, fold_in_order{},
-                                                         lift_index{})
-                     .wait(),
-                 expected);
-      // The same with an uneven split, so that the members' ranges differ in size.
-      if (members > 1 && n > members) {
-        std::vector<double> weights(members, 1.0);
-        weights.back() = 5.0;
+  for_groups_and_sizes(
+      {1u, 2u, 3u, 5u}, order_sizes, [&](const cohort::device_group& group, std::size_t n) {
+        const ordered expected = fold_on_host(indices(n));
+        // The index form: the issue saw last = 767 instead of 1008 for n = 1009 on one member.
         check_same(cohort::multi_device_transform_reduce_n(group, n, order_init, fold_in_order{},
-                                                           lift_index{},
-                                                           cohort::partition::weighted(n, weights))
+                                                           lift_index{})
                        .wait(),
                    expected);
-      }
-      // The element form over a buffer of already lifted values.
-      std::vector<ordered> lifted(n);
-      for (std::size_t i = 0; i < n; ++i)
-        lifted[i] = lift(static_cast<long long>(i));
-      cohort::distributed_buffer<ordered> x(group, n);
-      x.copy_from_host(lifted);
-      check_same(cohort::multi_device_reduce(group, x, order_init, fold_in_order{}).wait(),
-                 expected);
-    }
+        // The same with an uneven split, so that the members' ranges differ in size.
+        if (group.size() > 1 && n > group.size()) {
+          std::vector<double> weights(group.size(), 1.0);
+          weights.back() = 5.0;
+          check_same(cohort::multi_device_transform_reduce_n(
+                         group, n, order_init, fold_in_order{}, lift_index{},
+                         cohort::partition::weighted(n, weights))
+                         .wait(),
+                     expected);
+        }
+        // The element form over a buffer of already lifted values.
+        std::vector<ordered> lifted(n);
+        for (std::size_t i = 0; i < n; ++i)
+          lifted[i] = lift(static_cast<long long>(i));
+        cohort::distributed_buffer<ordered> x(group, n);
+        x.copy_from_host(lifted);
+        check_same(cohort::multi_device_reduce(group, x, order_init, fold_in_order{}).wait(),
+                   expected);
+      });
 }
 
 TEST_CASE("half and bfloat16 buffers reduce in order through a transform") {
   COHORT_SKIP_UNLESS_GPUS(1);
-  for (std::size_t members : {1u, 3u})
-    for (std::size_t n : order_sizes) {
-      CAPTURE(members);
-      CAPTURE(n);
-      auto group = cohort::testing::group_of(members);
-      // Whole numbers that each format holds exactly, in an order a reordering would change.
-      std::vector<long long> in_h(n), in_b(n);
-      std::vector<__half> h(n);
-      std::vector<__nv_bfloat16> b(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        in_h[i] = static_cast<long long>((i * 37) % 2048);
-        in_b[i] = static_cast<long long>((i * 37) % 256);
-        h[i] = __float2half(static_cast<float>(in_h[i]));
-        b[i] = __float2bfloat16(static_cast<float>(in_b[i]));
-      }
-      cohort::distributed_buffer<__half> xh(group, n);
-      cohort::distributed_buffer<__nv_bfloat16> xb(group, n);
-      xh.copy_from_host(h);
-      xb.copy_from_host(b);
-      check_same(
-          cohort::multi_device_transform_reduce(group, xh, order_init, fold_in_order{}, lift_half{})
-              .wait(),
-          fold_on_host(in_h));
-      check_same(cohort::multi_device_transform_reduce(group, xb, order_init, fold_in_order{},
-                                                       lift_bfloat16{})
-                     .wait(),
-                 fold_on_host(in_b));
-    }
+  for_groups_and_sizes(
+      {1u, 3u}, order_sizes, [&](const cohort::device_group& group, std::size_t n) {
+        // Whole numbers that each format holds exactly, in an order a reordering would change.
+        std::vector<long long> in_h(n), in_b(n);
+        std::vector<__half> h(n);
+        std::vector<__nv_bfloat16> b(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          in_h[i] = static_cast<long long>((i * 37) % 2048);
+          in_b[i] = static_cast<long long>((i * 37) % 256);
+          h[i] = __float2half(static_cast<float>(in_h[i]));
+          b[i] = __float2bfloat16(static_cast<float>(in_b[i]));
+        }
+        cohort::distributed_buffer<__half> xh(group, n);
+        cohort::distributed_buffer<__nv_bfloat16> xb(group, n);
+        xh.copy_from_host(h);
+        xb.copy_from_host(b);
+        check_same(cohort::multi_device_transform_reduce(group, xh, order_init, fold_in_order{},
+                                                         lift_half{})
+                       .wait(),
+                   fold_on_host(in_h));
+        check_same(cohort::multi_device_transform_reduce(group, xb, order_init, fold_in_order{},
+                                                         lift_bfloat16{})
+                       .wait(),
+                   fold_on_host(in_b));
+      });
 }
 
 TEST_CASE("a reduction returns before the GPU is done, and pending::ready says when it is") {
@@ -377,24 +379,34 @@ TEST_CASE("a bad buffer is reported as the error of the reduction the user calle
 
 TEST_CASE("the device-result form keeps order and its value on member 0") {
   COHORT_SKIP_UNLESS_GPUS(1);
-  for (std::size_t members : {1u, 3u})
-    for (std::size_t n : order_sizes) {
-      CAPTURE(members);
-      CAPTURE(n);
-      auto group = cohort::testing::group_of(members);
-      cohort::device_result<ordered> result(group);
-      CHECK(result.device() == group.device(0));
-      cohort::multi_device_transform_reduce_n_into(group, n, order_init, fold_in_order{},
-                                                   lift_index{}, result);
-      check_same(result.get(), fold_on_host(indices(n)));
-      // Again into the same result: back-to-back calls are ordered on the group's streams.
-      cohort::multi_device_transform_reduce_n_into(group, n / 2, order_init, fold_in_order{},
-                                                   lift_index{}, result);
-      check_same(result.get(), fold_on_host(indices(n / 2)));
-    }
+  for_groups_and_sizes(
+      {1u, 3u}, order_sizes, [&](const cohort::device_group& group, std::size_t n) {
+        cohort::device_result<ordered> result(group);
+        CHECK(result.device() == group.device(0));
+        cohort::multi_device_transform_reduce_n_into(group, n, order_init, fold_in_order{},
+                                                     lift_index{}, result);
+        check_same(result.get(), fold_on_host(indices(n)));
+        // Again into the same result: back-to-back calls are ordered on the group's streams.
+        cohort::multi_device_transform_reduce_n_into(group, n / 2, order_init, fold_in_order{},
+                                                     lift_index{}, result);
+        check_same(result.get(), fold_on_host(indices(n / 2)));
+      });
 }
 
 namespace {
+
+// Captures, on `origin`, the group's fork, what `enqueue` enqueues and the join, in global mode.
+template <class F>
+cudaGraph_t capture(cohort::device_group& group, cohort::stream_ref origin, F enqueue) {
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamBeginCapture(origin.native_handle(), cudaStreamCaptureModeGlobal) ==
+          cudaSuccess);
+  group.fork(origin);
+  enqueue();
+  group.join(origin);
+  REQUIRE(cudaStreamEndCapture(origin.native_handle(), &graph) == cudaSuccess);
+  return graph;
+}
 
 // The number of nodes of a captured graph.
 std::size_t node_count(cudaGraph_t graph) {
@@ -423,14 +435,10 @@ TEST_CASE("a captured device-result reduction replays 100 times over changing in
     group.join(origin);
     origin.synchronize();
 
-    cudaGraph_t graph = nullptr;
-    REQUIRE(cudaStreamBeginCapture(origin.native_handle(), cudaStreamCaptureModeGlobal) ==
-            cudaSuccess);
-    group.fork(origin);
-    cohort::multi_device_transform_reduce_into(group, x, order_init, fold_in_order{}, lift_value,
-                                               result);
-    group.join(origin);
-    REQUIRE(cudaStreamEndCapture(origin.native_handle(), &graph) == cudaSuccess);
+    cudaGraph_t graph = capture(group, origin, [&] {
+      cohort::multi_device_transform_reduce_into(group, x, order_init, fold_in_order{}, lift_value,
+                                                 result);
+    });
     cudaGraphExec_t replay = nullptr;
     REQUIRE(cudaGraphInstantiate(&replay, graph, 0) == cudaSuccess);
 
@@ -465,33 +473,24 @@ TEST_CASE("the pending form refuses capture, naming the call, with nothing enque
   origin.synchronize();
 
   // What a capture of the fork and join alone holds.
-  cudaGraph_t bare = nullptr;
-  REQUIRE(cudaStreamBeginCapture(origin.native_handle(), cudaStreamCaptureModeGlobal) ==
-          cudaSuccess);
-  group.fork(origin);
-  group.join(origin);
-  REQUIRE(cudaStreamEndCapture(origin.native_handle(), &bare) == cudaSuccess);
+  cudaGraph_t bare = capture(group, origin, [] {});
   const std::size_t bare_nodes = node_count(bare);
   CHECK(cudaGraphDestroy(bare) == cudaSuccess);
 
-  cudaGraph_t graph = nullptr;
-  REQUIRE(cudaStreamBeginCapture(origin.native_handle(), cudaStreamCaptureModeGlobal) ==
-          cudaSuccess);
-  group.fork(origin);
   std::string what;
-  try {
-    auto sum = cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{});
-    FAIL("a pending reduction was captured");
-  } catch (const std::logic_error& e) {
-    what = e.what();
-  }
+  cudaGraph_t graph = capture(group, origin, [&] {
+    try {
+      auto sum = cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{});
+      FAIL_CHECK("a pending reduction was captured"); // no throw: the capture must still end
+    } catch (const std::logic_error& e) {
+      what = e.what();
+    }
+    CHECK_THROWS_AS(
+        cohort::multi_device_transform_reduce_n(group, 10, 0, cuda::std::plus<>{}, index_as_int{}),
+        std::logic_error);
+  });
   CHECK(what.find("cohort::multi_device_reduce:") != std::string::npos);
   CHECK(what.find("multi_device_reduce_into") != std::string::npos);
-  CHECK_THROWS_AS(
-      cohort::multi_device_transform_reduce_n(group, 10, 0, cuda::std::plus<>{}, index_as_int{}),
-      std::logic_error);
-  group.join(origin);
-  REQUIRE(cudaStreamEndCapture(origin.native_handle(), &graph) == cudaSuccess);
   CHECK(node_count(graph) == bare_nodes);
   CHECK(cudaGraphDestroy(graph) == cudaSuccess);
   // Nothing broke: the same call outside a capture works.

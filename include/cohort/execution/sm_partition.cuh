@@ -13,6 +13,7 @@
 // driver that has green contexts; elsewhere `sm_partitioning_available` says false.
 #pragma once
 
+#include "../devices/detail/driver_api.cuh"
 #include "../devices/device_ref.cuh"
 #include "../devices/scoped_device.cuh"
 #include "../partitioning/partition.cuh"
@@ -54,16 +55,8 @@ struct green_context_api {
 private:
   template <class F>
   static bool fetch(const char* symbol, F& target) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t status =
-        cudaGetDriverEntryPointByVersion(symbol, &p, CUDART_VERSION, cudaEnableDefault, &found);
-    if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
-      ignore_cuda_error(status);
-      return false;
-    }
-    target = reinterpret_cast<F>(p);
-    return true;
+    target = reinterpret_cast<F>(driver_entry_point(symbol));
+    return target != nullptr;
   }
 
   static green_context_api load() {
