@@ -66,8 +66,8 @@ TEST_CASE("work on GPU 1 alone creates no context on GPU 0") {
   // Needs GPU 0 to stay untouched while GPU 1 works.
   COHORT_SKIP_UNLESS_GPUS(2);
   const driver api;
-  REQUIRE(api.device_get != nullptr);
-  REQUIRE(api.primary_state != nullptr);
+  const bool found = api.device_get != nullptr && api.primary_state != nullptr;
+  REQUIRE_MESSAGE(found, "the driver lacks cuDeviceGet or cuDevicePrimaryCtxGetState");
   REQUIRE_MESSAGE(!primary_active(api, 0),
                   "GPU 0's primary context was active before the case: run it in a fresh process");
   {
@@ -85,9 +85,8 @@ TEST_CASE("work on GPU 1 alone creates no context on GPU 0") {
 TEST_CASE("cohort's calls keep a caller's own non-primary context current") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const driver api;
-  REQUIRE(api.device_get != nullptr);
-  REQUIRE(api.create != nullptr);
-  REQUIRE(api.destroy != nullptr);
+  const bool found = api.device_get != nullptr && api.create != nullptr && api.destroy != nullptr;
+  REQUIRE_MESSAGE(found, "the driver lacks cuDeviceGet, cuCtxCreate or cuCtxDestroy");
   CUdevice device = 0;
   REQUIRE(api.device_get(&device, 0) == CUDA_SUCCESS);
   CUcontext mine = nullptr;
