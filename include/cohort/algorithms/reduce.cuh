@@ -23,7 +23,7 @@
 //
 //   cohort::device_result<float> total(group);            // made once, outside any capture
 //   cohort::multi_device_reduce_into(group, x, 0.0f, cuda::std::plus<>{}, total);
-//   float* on_gpu0 = total.data();                          // for work on group.stream(0)
+//   float* on_gpu0 = total.data();                         // for work on group.stream(0)
 //   float t = total.get();                                 // or copy it yourself
 #pragma once
 
