@@ -175,6 +175,8 @@ std::size_t compare_splits(cohort::device_group& group, cohort::stream_ref origi
               capability_note);
   report("Split by capability", weights[1] / (weights[0] + weights[1]), weighted, even, names);
 
+  // Calls whose splits differ need no ordering of our own: when the split moves, the balancer
+  // makes each member whose range changed wait for the previous call's owners of its new indices.
   cohort::adaptive_balancer balancer(group);
   for (int i = 0; i < adapt_calls; ++i) { // each call's timing reaches the next call
     group.fork(origin);

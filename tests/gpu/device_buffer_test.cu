@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -42,7 +44,8 @@ std::vector<T> random_of(std::size_t n, unsigned seed) {
 // Bitwise equality: what a copy must preserve, for every type (NaN payloads included).
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 const std::size_t sizes[] = {0, 1, 2, 3, 13, 1021, 65537, 1000003};
@@ -219,7 +222,17 @@ TEST_CASE("copy_to refuses a stream on neither buffer's device, before any copy"
 TEST_CASE("moves transfer ownership and the buffer frees under its own device") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const int last = cohort::device_count() - 1;
+  cudaMemPool_t pool = nullptr;
+  REQUIRE(cudaDeviceGetMemPool(&pool, last) == cudaSuccess);
+  // The bytes of `last`'s pool held by live allocations, once `s`'s frees have run.
+  auto in_use = [&](cohort::stream_ref s) {
+    s.synchronize();
+    std::uint64_t used = 0;
+    REQUIRE(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess);
+    return used;
+  };
   cohort::stream s(cohort::device_ref{last});
+  const std::uint64_t at_start = in_use(s);
   cohort::device_buffer<float> a(1000, s);
   float* p = a.data();
   cohort::device_buffer<float> b(std::move(a));
@@ -227,15 +240,21 @@ TEST_CASE("moves transfer ownership and the buffer frees under its own device") 
   CHECK(a.size() == 0);
   CHECK(b.data() == p);
   cohort::device_buffer<float> c(10, s);
-  c = std::move(b);
+  c = std::move(b); // frees c's 10 floats, takes a's 1000
   CHECK(c.data() == p);
   CHECK(c.size() == 1000);
-  REQUIRE(cudaSetDevice(0) == cudaSuccess);
-  { cohort::device_buffer<float> gone(std::move(c)); } // freed while device 0 is current
-  int now = -1;
-  REQUIRE(cudaGetDevice(&now) == cudaSuccess);
-  CHECK(now == 0);
-  s.synchronize();
+  CHECK(b.data() == nullptr);
+  const std::uint64_t holding = in_use(s);
+  CHECK(holding >= at_start + 1000 * sizeof(float)); // one allocation lives, in `last`'s pool
+  {
+    cohort::scoped_device zero(cohort::device_ref{0});
+    { cohort::device_buffer<float> gone(std::move(c)); } // freed while device 0 is current
+    int now = -1;
+    REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+    CHECK(now == 0);
+  }
+  // Freed exactly once, into its own device's pool: the moved-from buffers freed nothing.
+  CHECK(in_use(s) == at_start);
   CHECK(cudaGetLastError() == cudaSuccess);
 }
 

@@ -41,7 +41,7 @@ TEST_CASE("memory_info reports free below total and sees an allocation [serial]"
 TEST_CASE("scoped_device restores the previous device even when the body throws") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const int last = cohort::device_count() - 1;
-  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  cohort::scoped_device base(cohort::device_ref{0}); // the case's own device 0, given back at its end
   try {
     cohort::scoped_device on(cohort::device_ref{last});
     int now = -1;

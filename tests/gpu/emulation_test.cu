@@ -9,10 +9,62 @@
 #include <cuda/atomic>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <set>
+#include <string>
 
 namespace {
+
+struct no_op {
+  __device__ void operator()(std::size_t) const {}
+};
+
+// One call's read-modify-write of x[i]: the result depends on the order of the calls. Indices in
+// the first half are slow (about 20 us each), so that a member holding them measures slower.
+__host__ __device__ inline unsigned host_step(unsigned v, std::size_t i, std::size_t n,
+                                              unsigned call) {
+  (void)i;
+  (void)n;
+  return v * 2654435761u + call + 1;
+}
+struct step {
+  unsigned* x;
+  std::size_t n;
+  unsigned call;
+  __device__ void operator()(std::size_t i) const {
+    if (i < n / 2) {
+      const unsigned long long began = cohort::testing::global_nanoseconds();
+      while (cohort::testing::global_nanoseconds() - began < 20'000)
+        ;
+    }
+    x[i] = host_step(x[i], i, n, call);
+  }
+};
+
+// Sets an environment variable for a scope and puts back what it was (or its absence) at the end,
+// however the scope ends, so that a failing check cannot leave it set for later cases.
+class environment_guard {
+ public:
+  environment_guard(const char* name, const char* value)
+      : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    REQUIRE(setenv(name, value, 1) == 0);
+  }
+  ~environment_guard() {
+    if (old_)
+      (void)setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      (void)unsetenv(name_.c_str());
+  }
+  environment_guard(const environment_guard&) = delete;
+  environment_guard& operator=(const environment_guard&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 __device__ unsigned current_sm() {
   unsigned id;
@@ -127,7 +179,8 @@ TEST_CASE("a kernel waiting on another logical device's kernel does not deadlock
     // Load both kernels first: with CUDA's lazy loading, loading a kernel while another one runs
     // can wait for that one to finish, which would turn this wait into a deadlock of its own.
     cudaFuncAttributes attributes{};
-    cohort::check_cuda(cudaFuncGetAttributes(&attributes, set_flag), "cudaFuncGetAttributes", d.get());
+    cohort::check_cuda(cudaFuncGetAttributes(&attributes, set_flag), "cudaFuncGetAttributes",
+                       d.get());
     cohort::check_cuda(cudaFuncGetAttributes(&attributes, wait_for_flag), "cudaFuncGetAttributes",
                        d.get());
     // Far more waiting blocks than member 0's SMs hold: without SM shares they could fill the
@@ -166,10 +219,14 @@ TEST_CASE("COHORT_NO_SM_PARTITIONING=1 turns SM shares off and emulated groups s
     cohort::testing::skip("this CUDA driver has no green contexts");
     return;
   }
-  REQUIRE(setenv("COHORT_NO_SM_PARTITIONING", "1", 1) == 0);
-  const bool available = cohort::sm_partitioning_available(d);
-  auto group = cohort::device_group::emulated(d, 2);
-  REQUIRE(unsetenv("COHORT_NO_SM_PARTITIONING") == 0);
+  std::optional<cohort::device_group> made;
+  bool available = true;
+  {
+    const environment_guard off("COHORT_NO_SM_PARTITIONING", "1");
+    available = cohort::sm_partitioning_available(d);
+    made.emplace(cohort::device_group::emulated(d, 2));
+  } // the variable is back as it was, even if a REQUIRE or a throw ended the scope
+  cohort::device_group& group = *made;
   CHECK_FALSE(available);
   CHECK_FALSE(group.splits_sms());
   CHECK(group.size() == 2);
@@ -177,4 +234,115 @@ TEST_CASE("COHORT_NO_SM_PARTITIONING=1 turns SM shares off and emulated groups s
   x.fill_bytes(0);
   group.synchronize();
   CHECK(cohort::sm_partitioning_available(d)); // back once the variable is gone
+}
+
+TEST_CASE("emulated weights are checked as device_group::emulated's 'sm_weights'") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  // Checked before green contexts are asked for, so this holds where they are missing too.
+  for (const std::vector<double>& bad :
+       {std::vector<double>{1.0, 0.0}, std::vector<double>{-1.0}, std::vector<double>{1.0, NAN}}) {
+    CHECK_THROWS_WITH_AS(cohort::device_group::emulated(d, bad),
+                         doctest::Contains("cohort::device_group::emulated: argument 'sm_weights': "
+                                           "weight"),
+                         std::invalid_argument);
+  }
+  if (cohort::sm_partitioning_available(d))
+    CHECK_THROWS_WITH_AS(cohort::device_group::emulated(d, std::vector<double>(100000, 1.0)),
+                         doctest::Contains("cohort::device_group::emulated: argument 'sm_weights'"),
+                         std::invalid_argument);
+}
+
+TEST_CASE("a balancer of another group is reported as the algorithm's 'balancer'") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  auto other = cohort::device_group::emulated(cohort::device_ref{0}, 2); // same size, other streams
+  cohort::adaptive_balancer balancer(other);
+  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each_n(group, 10, no_op{}, balancer),
+                       doctest::Contains("cohort::multi_device_for_each_n: argument 'balancer'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)balancer.next_split(group, 10),
+                       doctest::Contains("cohort::adaptive_balancer::next_split: argument 'group'"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("calls split by a balancer that moves indices are ordered after their last owner") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  auto group = cohort::device_group::emulated(d, 2);
+  cohort::stream origin(d);
+  const std::size_t n = 1 << 16;
+  cohort::device_buffer<unsigned> x(n, origin);
+  const auto start = cohort::testing::random_values<int>(n, 91);
+  std::vector<unsigned> host(start.begin(), start.end());
+  x.copy_from_host(host);
+  cohort::device_buffer<int> scratch(1, origin);
+  origin.synchronize();
+  // Jumps straight to the measured speeds, so that the first measurement moves the split.
+  cohort::adaptive_balancer balancer(group, 1.0);
+  // Warm-up outside the balancer: the kernels are loaded before anything keeps the GPU busy.
+  cohort::multi_device_for_each_n(group, n, step{x.data(), n, 0});
+  cohort::testing::launch_write_after_delay(group.stream(0), scratch.data(), 1, 0, 1);
+  group.synchronize();
+  for (std::size_t i = 0; i < n; ++i)
+    host[i] = host_step(host[i], i, n, 0);
+
+  // Call 1 (timed): member 0 holds the slow first half. It runs after a 100 ms delay, so that
+  // call 2 finds its timing not yet in and keeps the same split.
+  cohort::testing::launch_write_after_delay(group.stream(0), scratch.data(), 1, 1, 100'000'000ull);
+  cohort::multi_device_for_each_n(group, n, step{x.data(), n, 1}, balancer);
+  cohort::event first_done(d);
+  first_done.record(group.stream(0));
+  // Call 2 (same split): member 0's part runs 400 ms later still.
+  cohort::testing::launch_write_after_delay(group.stream(0), scratch.data(), 1, 2, 400'000'000ull);
+  cohort::multi_device_for_each_n(group, n, step{x.data(), n, 2}, balancer);
+  const std::vector<double> before = balancer.weights();
+  // Call 3: call 1's timing is in, so member 1 takes part of member 0's indices while call 2's
+  // member 0 has not yet written them. Without ordering, member 1 writes them first.
+  first_done.synchronize();
+  cohort::multi_device_for_each_n(group, n, step{x.data(), n, 3}, balancer);
+  const std::vector<double> after = balancer.weights();
+  REQUIRE_MESSAGE(after[0] < before[0] - 0.1, "the split did not move, so nothing was tested");
+  for (unsigned call = 1; call <= 3; ++call)
+    for (std::size_t i = 0; i < n; ++i)
+      host[i] = host_step(host[i], i, n, call);
+  group.synchronize();
+  std::vector<unsigned> got(n);
+  x.copy_to_host(got);
+  origin.synchronize();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    wrong += got[i] != host[i];
+  CHECK_MESSAGE(wrong == 0, wrong << " of " << n << " elements saw the calls out of order");
+}
+
+TEST_CASE("move-assigning an emulated group frees its old streams before their green contexts") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  cohort::stream own(d);
+  cohort::device_buffer<int> out(1 << 12, own);
+  out.fill_bytes(cohort::testing::poison_byte);
+  own.synchronize();
+  auto group = cohort::device_group::emulated(d, 3);
+  // Work still queued on the old members' streams when they go.
+  for (std::size_t k = 0; k < group.size(); ++k)
+    cohort::testing::launch_write_after_delay(group.stream(k), out.data(), out.size(), 7,
+                                              50'000'000ull);
+  group = cohort::device_group::emulated(d, 2);
+  CHECK(group.size() == 2);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  std::vector<int> host(out.size());
+  out.copy_to_host(host);
+  own.synchronize();
+  CHECK(std::count(host.begin(), host.end(), 7) == static_cast<long>(host.size()));
+  // The new members work.
+  cohort::device_buffer<int> y(16, group.stream(1));
+  y.fill_bytes(0);
+  group.synchronize();
+  // A group moved into itself stays whole.
+  cohort::device_group& same = group;
+  group = std::move(same);
+  CHECK(group.size() == 2);
+  group.synchronize();
 }

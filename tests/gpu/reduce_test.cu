@@ -1,5 +1,8 @@
-// Multi-device reductions against host references (in double), on groups of 1 to 4, for sizes 0,
-// 1, primes and fewer items than members; init counts once; user types and operators.
+// Multi-device reductions against host references (in double), on groups of 1 to 5, for sizes 0,
+// 1, primes and fewer items than members; init counts once; user types and operators; order kept
+// for non-commutative operators; the device-result form captured into a graph and replayed; the
+// pending form refused under capture.
+#include "kernels.cuh"
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
@@ -8,8 +11,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <chrono>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
+#include <string>
 
 namespace {
 
@@ -42,24 +48,111 @@ struct arg_max {
   }
 };
 
+// An in-order fold that notices any reordering: the first and last index seen, and the product of
+// 2x2 matrices [[v + 2, 1], [1, 0]] modulo a prime (such matrices do not commute, so a product
+// taken in any other order differs). Associative, not commutative.
+constexpr unsigned long long prime = 1000000007ull;
+struct ordered {
+  long long first, last;
+  unsigned long long m[4]; // row-major
+};
+__host__ __device__ inline ordered lift(long long v) {
+  // Below the prime, so that every product stays a product modulo the prime (no wrap).
+  const unsigned long long a =
+      static_cast<unsigned long long>((v % 1000003 + 1000003) % 1000003 + 2);
+  return {v, v, {a, 1, 1, 0}};
+}
+__host__ __device__ inline ordered in_order(const ordered& a, const ordered& b) {
+  ordered r{a.first, b.last, {}};
+  r.m[0] = (a.m[0] * b.m[0] % prime + a.m[1] * b.m[2] % prime) % prime;
+  r.m[1] = (a.m[0] * b.m[1] % prime + a.m[1] * b.m[3] % prime) % prime;
+  r.m[2] = (a.m[2] * b.m[0] % prime + a.m[3] * b.m[2] % prime) % prime;
+  r.m[3] = (a.m[2] * b.m[1] % prime + a.m[3] * b.m[3] % prime) % prime;
+  return r;
+}
+struct fold_in_order {
+  __device__ ordered operator()(const ordered& a, const ordered& b) const { return in_order(a, b); }
+};
+struct lift_index {
+  __device__ ordered operator()(std::size_t i) const { return lift(static_cast<long long>(i)); }
+};
+struct lift_long {
+  __device__ ordered operator()(long long v) const { return lift(v); }
+};
+struct index_as_int {
+  __device__ int operator()(std::size_t i) const { return static_cast<int>(i); }
+};
+struct same_int {
+  __device__ int operator()(int v) const { return v; }
+};
+struct lift_half {
+  __device__ ordered operator()(__half v) const {
+    return lift(static_cast<long long>(__half2float(v)));
+  }
+};
+struct lift_bfloat16 {
+  __device__ ordered operator()(__nv_bfloat16 v) const {
+    return lift(static_cast<long long>(__bfloat162float(v)));
+  }
+};
+
+const ordered order_init = {-7, -7, {3, 1, 1, 0}};
+
+// The host's op(init, lift(v[0]), lift(v[1]), ...).
+ordered fold_on_host(const std::vector<long long>& values) {
+  ordered r = order_init;
+  for (long long v : values)
+    r = in_order(r, lift(v));
+  return r;
+}
+
+void check_same(const ordered& got, const ordered& expected) {
+  CHECK(got.first == expected.first);
+  CHECK(got.last == expected.last);
+  for (int k = 0; k < 4; ++k) {
+    CAPTURE(k);
+    CHECK(got.m[k] == expected.m[k]);
+  }
+}
+
+std::vector<long long> indices(std::size_t n) {
+  std::vector<long long> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<long long>(i);
+  return v;
+}
+
+const std::size_t order_sizes[] = {0, 1, 2, 3, 1009, (std::size_t{1} << 20) + 3};
+
+// body(group, n) for every group size in `members` and every n in `sizes` (a group of real GPUs
+// where enough are visible, else emulated).
+template <std::size_t N, class Body>
+void for_groups_and_sizes(std::initializer_list<std::size_t> members, const std::size_t (&sizes)[N],
+                          Body body) {
+  for (std::size_t m : members)
+    for (std::size_t n : sizes) {
+      CAPTURE(m);
+      CAPTURE(n);
+      const cohort::device_group group = cohort::testing::group_of(m);
+      body(group, n);
+    }
+}
+
 } // namespace
 
 TEST_CASE("multi_device_reduce sums ints exactly and counts init once") {
   COHORT_SKIP_UNLESS_GPUS(1);
-  for (std::size_t members : {1u, 2u, 3u, 4u})
-    for (std::size_t n : sizes) {
-      CAPTURE(members);
-      CAPTURE(n);
-      auto group = cohort::testing::group_of(members);
-      const auto in = cohort::testing::random_values<int>(n, 3 + n);
-      cohort::distributed_buffer<int> x(group, n);
-      x.copy_from_host(in);
-      auto sum = cohort::multi_device_reduce(group, x, 17LL, cuda::std::plus<long long>{});
-      long long expected = 17;
-      for (int v : in)
-        expected += v;
-      CHECK(sum.wait() == expected);
-    }
+  for_groups_and_sizes(
+      {1u, 2u, 3u, 4u}, sizes, [&](const cohort::device_group& group, std::size_t n) {
+        const auto in = cohort::testing::random_values<int>(n, 3 + n);
+        cohort::distributed_buffer<int> x(group, n);
+        x.copy_from_host(in);
+        auto sum = cohort::multi_device_reduce(group, x, 17LL, cuda::std::plus<long long>{});
+        long long expected = 17;
+        for (int v : in)
+          expected += v;
+        CHECK(sum.wait() == expected);
+      });
 }
 
 TEST_CASE("float and double sums agree with a double host reference") {
@@ -105,10 +198,11 @@ TEST_CASE("half and bfloat16 reduce in float through a transform") {
   cohort::distributed_buffer<__nv_bfloat16> xb(group, n);
   xh.copy_from_host(h);
   xb.copy_from_host(b);
-  auto sh = cohort::multi_device_transform_reduce(group, xh, 0.0f, cuda::std::plus<>{},
-                                                  [] __device__(__half v) { return __half2float(v); });
+  auto sh = cohort::multi_device_transform_reduce(
+      group, xh, 0.0f, cuda::std::plus<>{}, [] __device__(__half v) { return __half2float(v); });
   auto sb = cohort::multi_device_transform_reduce(
-      group, xb, 0.0f, cuda::std::plus<>{}, [] __device__(__nv_bfloat16 v) { return __bfloat162float(v); });
+      group, xb, 0.0f, cuda::std::plus<>{},
+      [] __device__(__nv_bfloat16 v) { return __bfloat162float(v); });
   CHECK(std::fabs(sh.wait() - expected_h) <= 1e-5 * magnitude);
   CHECK(std::fabs(sb.wait() - expected_b) <= 1e-5 * magnitude);
   // And max of half values, in half.
@@ -121,25 +215,22 @@ TEST_CASE("half and bfloat16 reduce in float through a transform") {
 
 TEST_CASE("a user-defined statistics type reduces over every member") {
   COHORT_SKIP_UNLESS_GPUS(1);
-  for (std::size_t members : {2u, 3u, 4u})
-    for (std::size_t n : sizes) {
-      CAPTURE(members);
-      CAPTURE(n);
-      auto group = cohort::testing::group_of(members);
-      const auto in = cohort::testing::random_values<float>(n, 77);
-      cohort::distributed_buffer<float> x(group, n);
-      x.copy_from_host(in);
-      const stats init{std::numeric_limits<float>::infinity(),
-                       -std::numeric_limits<float>::infinity(), 0.0, 0};
-      auto r = cohort::multi_device_transform_reduce(group, x, init, merge_stats{}, to_stats{}).wait();
-      stats e = init;
-      for (float v : in)
-        e = {std::min(e.min, v), std::max(e.max, v), e.sum + v, e.count + 1};
-      CHECK(r.count == n);
-      CHECK(r.min == e.min);
-      CHECK(r.max == e.max);
-      CHECK(std::fabs(r.sum - e.sum) <= 1e-9 * (n + 1));
-    }
+  for_groups_and_sizes({2u, 3u, 4u}, sizes, [&](const cohort::device_group& group, std::size_t n) {
+    const auto in = cohort::testing::random_values<float>(n, 77);
+    cohort::distributed_buffer<float> x(group, n);
+    x.copy_from_host(in);
+    const stats init{std::numeric_limits<float>::infinity(),
+                     -std::numeric_limits<float>::infinity(), 0.0, 0};
+    auto r =
+        cohort::multi_device_transform_reduce(group, x, init, merge_stats{}, to_stats{}).wait();
+    stats e = init;
+    for (float v : in)
+      e = {std::min(e.min, v), std::max(e.max, v), e.sum + v, e.count + 1};
+    CHECK(r.count == n);
+    CHECK(r.min == e.min);
+    CHECK(r.max == e.max);
+    CHECK(std::fabs(r.sum - e.sum) <= 1e-9 * (n + 1));
+  });
 }
 
 TEST_CASE("argmax over an index range finds the first largest value") {
@@ -155,10 +246,12 @@ TEST_CASE("argmax over an index range finds the first largest value") {
     s.synchronize();
     group.enable_peer_access();
     const float* v = values.data();
-    auto r = cohort::multi_device_transform_reduce_n(
-                 group, n, indexed{-1.0f, -1}, arg_max{},
-                 [=] __device__(std::size_t i) { return indexed{v[i], static_cast<long long>(i)}; })
-                 .wait();
+    auto r =
+        cohort::multi_device_transform_reduce_n(group, n, indexed{-1.0f, -1}, arg_max{},
+                                                [=] __device__(std::size_t i) {
+                                                  return indexed{v[i], static_cast<long long>(i)};
+                                                })
+            .wait();
     std::size_t best = 0;
     for (std::size_t i = 1; i < n; ++i)
       if (in[i] > in[best]) best = i;
@@ -167,19 +260,346 @@ TEST_CASE("argmax over an index range finds the first largest value") {
   }
 }
 
-TEST_CASE("reductions do not block until wait and a dropped result is safe") {
+TEST_CASE("reductions keep order for an associative, non-commutative operator") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for_groups_and_sizes(
+      {1u, 2u, 3u, 5u}, order_sizes, [&](const cohort::device_group& group, std::size_t n) {
+        const ordered expected = fold_on_host(indices(n));
+        // The index form: the issue saw last = 767 instead of 1008 for n = 1009 on one member.
+        check_same(cohort::multi_device_transform_reduce_n(group, n, order_init, fold_in_order{},
+                                                           lift_index{})
+                       .wait(),
+                   expected);
+        // The same with an uneven split, so that the members' ranges differ in size.
+        if (group.size() > 1 && n > group.size()) {
+          std::vector<double> weights(group.size(), 1.0);
+          weights.back() = 5.0;
+          check_same(cohort::multi_device_transform_reduce_n(
+                         group, n, order_init, fold_in_order{}, lift_index{},
+                         cohort::partition::weighted(n, weights))
+                         .wait(),
+                     expected);
+        }
+        // The element form over a buffer of already lifted values.
+        std::vector<ordered> lifted(n);
+        for (std::size_t i = 0; i < n; ++i)
+          lifted[i] = lift(static_cast<long long>(i));
+        cohort::distributed_buffer<ordered> x(group, n);
+        x.copy_from_host(lifted);
+        check_same(cohort::multi_device_reduce(group, x, order_init, fold_in_order{}).wait(),
+                   expected);
+      });
+}
+
+TEST_CASE("half and bfloat16 buffers reduce in order through a transform") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for_groups_and_sizes(
+      {1u, 3u}, order_sizes, [&](const cohort::device_group& group, std::size_t n) {
+        // Whole numbers that each format holds exactly, in an order a reordering would change.
+        std::vector<long long> in_h(n), in_b(n);
+        std::vector<__half> h(n);
+        std::vector<__nv_bfloat16> b(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          in_h[i] = static_cast<long long>((i * 37) % 2048);
+          in_b[i] = static_cast<long long>((i * 37) % 256);
+          h[i] = __float2half(static_cast<float>(in_h[i]));
+          b[i] = __float2bfloat16(static_cast<float>(in_b[i]));
+        }
+        cohort::distributed_buffer<__half> xh(group, n);
+        cohort::distributed_buffer<__nv_bfloat16> xb(group, n);
+        xh.copy_from_host(h);
+        xb.copy_from_host(b);
+        check_same(cohort::multi_device_transform_reduce(group, xh, order_init, fold_in_order{},
+                                                         lift_half{})
+                       .wait(),
+                   fold_on_host(in_h));
+        check_same(cohort::multi_device_transform_reduce(group, xb, order_init, fold_in_order{},
+                                                         lift_bfloat16{})
+                       .wait(),
+                   fold_on_host(in_b));
+      });
+}
+
+TEST_CASE("a reduction returns before the GPU is done, and pending::ready says when it is") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   const std::size_t n = 1 << 20;
   cohort::distributed_buffer<int> x(group, n);
   x.fill_bytes(0);
+  // Loads the reduction's kernels first: loading a kernel can wait for the device's running ones.
+  CHECK(cohort::multi_device_reduce(group, x, 5, cuda::std::plus<>{}).wait() == 5);
   {
     auto dropped = cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{});
   } // destroyed without wait: it waits for itself
+
+  // Member 1 first writes 3 to its shard after 500 ms: a reduction that waited for it, or read
+  // the shard too early, shows.
+  const cohort::shard<int> late = x.shard(1);
+  cohort::testing::launch_write_after_delay(late.stream, late.data.data(), late.data.size(), 3,
+                                            500'000'000ull);
+  const auto began = std::chrono::steady_clock::now();
   auto sum = cohort::multi_device_reduce(group, x, 5, cuda::std::plus<>{});
-  CHECK(sum.wait() == 5);
+  const auto returned = std::chrono::steady_clock::now() - began;
+  CHECK(returned < std::chrono::milliseconds(200));
+  CHECK_FALSE(sum.ready());
+  CHECK(sum.wait() == 5 + 3 * static_cast<int>(late.data.size()));
+  CHECK(sum.ready());
+}
+
+TEST_CASE("a bad buffer is reported as the error of the reduction the user called") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
   auto three = cohort::testing::group_of(3);
   cohort::distributed_buffer<int> other(three, 10);
   CHECK_THROWS_WITH_AS(cohort::multi_device_reduce(group, other, 0, cuda::std::plus<>{}),
-                       doctest::Contains("argument 'buffer'"), std::invalid_argument);
+                       doctest::Contains("cohort::multi_device_reduce: argument 'buffer'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      cohort::multi_device_transform_reduce(group, other, 0, cuda::std::plus<>{}, same_int{}),
+      doctest::Contains("cohort::multi_device_transform_reduce: argument 'buffer'"),
+      std::invalid_argument);
+  cohort::device_result<int> result(group);
+  CHECK_THROWS_WITH_AS(
+      cohort::multi_device_reduce_into(group, other, 0, cuda::std::plus<>{}, result),
+      doctest::Contains("cohort::multi_device_reduce_into: argument 'buffer'"),
+      std::invalid_argument);
+  cohort::device_result<int> of_three(three);
+  cohort::distributed_buffer<int> mine(group, 10);
+  mine.fill_bytes(0);
+  CHECK_THROWS_WITH_AS(
+      cohort::multi_device_reduce_into(group, mine, 0, cuda::std::plus<>{}, of_three),
+      doctest::Contains("cohort::multi_device_reduce_into: argument 'result'"),
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      cohort::multi_device_transform_reduce_n(group, 10, 0, cuda::std::plus<>{}, index_as_int{},
+                                              cohort::partition::even(10, 3)),
+      doctest::Contains("cohort::multi_device_transform_reduce_n: argument 'split'"),
+      std::invalid_argument);
+}
+
+TEST_CASE("the device-result form keeps order and its value on member 0") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for_groups_and_sizes(
+      {1u, 3u}, order_sizes, [&](const cohort::device_group& group, std::size_t n) {
+        cohort::device_result<ordered> result(group);
+        CHECK(result.device() == group.device(0));
+        cohort::multi_device_transform_reduce_n_into(group, n, order_init, fold_in_order{},
+                                                     lift_index{}, result);
+        check_same(result.get(), fold_on_host(indices(n)));
+        // Again into the same result: back-to-back calls are ordered on the group's streams.
+        cohort::multi_device_transform_reduce_n_into(group, n / 2, order_init, fold_in_order{},
+                                                     lift_index{}, result);
+        check_same(result.get(), fold_on_host(indices(n / 2)));
+      });
+}
+
+namespace {
+
+// Captures, on `origin`, the group's fork, what `enqueue` enqueues and the join, in global mode.
+template <class F>
+cudaGraph_t capture(cohort::device_group& group, cohort::stream_ref origin, F enqueue) {
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamBeginCapture(origin.native_handle(), cudaStreamCaptureModeGlobal) ==
+          cudaSuccess);
+  group.fork(origin);
+  enqueue();
+  group.join(origin);
+  REQUIRE(cudaStreamEndCapture(origin.native_handle(), &graph) == cudaSuccess);
+  return graph;
+}
+
+// The number of nodes of a captured graph.
+std::size_t node_count(cudaGraph_t graph) {
+  std::size_t count = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess);
+  return count;
+}
+
+} // namespace
+
+TEST_CASE("a captured device-result reduction replays 100 times over changing input") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {2u, 3u}) {
+    CAPTURE(members);
+    auto group = cohort::testing::group_of(members);
+    const std::size_t n = 100003;
+    cohort::distributed_buffer<long long> x(group, n);
+    cohort::device_result<ordered> result(group);
+    cohort::stream origin(group.device(0));
+    const lift_long lift_value;
+    // Loads the kernels, and makes the group's cached fork event, outside the capture.
+    x.fill_bytes(0);
+    group.fork(origin);
+    cohort::multi_device_transform_reduce_into(group, x, order_init, fold_in_order{}, lift_value,
+                                               result);
+    group.join(origin);
+    origin.synchronize();
+
+    cudaGraph_t graph = capture(group, origin, [&] {
+      cohort::multi_device_transform_reduce_into(group, x, order_init, fold_in_order{}, lift_value,
+                                                 result);
+    });
+    cudaGraphExec_t replay = nullptr;
+    REQUIRE(cudaGraphInstantiate(&replay, graph, 0) == cudaSuccess);
+
+    std::size_t wrong = 0;
+    for (int r = 0; r < 100; ++r) {
+      const auto values = cohort::testing::random_values<long long>(n, 1000 + r);
+      x.copy_from_host(values);
+      group.join(origin); // the replay reads what the copies wrote
+      REQUIRE(cudaGraphLaunch(replay, origin.native_handle()) == cudaSuccess);
+      origin.synchronize();
+      const ordered got = result.get();
+      const ordered expected = fold_on_host(values);
+      bool same = got.first == expected.first && got.last == expected.last;
+      for (int k = 0; k < 4; ++k)
+        same = same && got.m[k] == expected.m[k];
+      wrong += !same;
+    }
+    CHECK_MESSAGE(wrong == 0, wrong << " of 100 replays gave a wrong result");
+    CHECK(cudaGraphExecDestroy(replay) == cudaSuccess);
+    CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  }
+}
+
+TEST_CASE("the pending form refuses capture, naming the call, with nothing enqueued") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::stream origin(group.device(0));
+  cohort::distributed_buffer<int> x(group, 1000);
+  x.fill_bytes(0);
+  group.fork(origin); // makes the group's cached fork event outside the capture
+  group.join(origin);
+  origin.synchronize();
+
+  // What a capture of the fork and join alone holds.
+  cudaGraph_t bare = capture(group, origin, [] {});
+  const std::size_t bare_nodes = node_count(bare);
+  CHECK(cudaGraphDestroy(bare) == cudaSuccess);
+
+  std::string what;
+  cudaGraph_t graph = capture(group, origin, [&] {
+    try {
+      auto sum = cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{});
+      FAIL_CHECK("a pending reduction was captured"); // no throw: the capture must still end
+    } catch (const std::logic_error& e) {
+      what = e.what();
+    }
+    CHECK_THROWS_AS(
+        cohort::multi_device_transform_reduce_n(group, 10, 0, cuda::std::plus<>{}, index_as_int{}),
+        std::logic_error);
+  });
+  CHECK(what.find("cohort::multi_device_reduce:") != std::string::npos);
+  CHECK(what.find("multi_device_reduce_into") != std::string::npos);
+  CHECK(node_count(graph) == bare_nodes);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  // Nothing broke: the same call outside a capture works.
+  CHECK(cohort::multi_device_reduce(group, x, 4, cuda::std::plus<>{}).wait() == 4);
+}
+
+namespace {
+
+// Makes a pool of at most `max_bytes` the current pool of `device` for a scope (cudaMallocAsync,
+// and so device_buffer, allocate from the current pool), then puts the default pool back.
+class limited_pool {
+ public:
+  limited_pool(cohort::device_ref device, std::size_t max_bytes)
+      : device_(device) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device.get();
+    props.maxSize = max_bytes;
+    REQUIRE(cudaMemPoolCreate(&pool_, &props) == cudaSuccess);
+    REQUIRE(cudaDeviceSetMemPool(device.get(), pool_) == cudaSuccess);
+  }
+  ~limited_pool() {
+    cudaMemPool_t standard = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&standard, device_.get()) == cudaSuccess)
+      (void)cudaDeviceSetMemPool(device_.get(), standard);
+    (void)cudaDeviceSynchronize();
+    (void)cudaMemPoolDestroy(pool_);
+  }
+  limited_pool(const limited_pool&) = delete;
+  limited_pool& operator=(const limited_pool&) = delete;
+
+ private:
+  cohort::device_ref device_;
+  cudaMemPool_t pool_ = nullptr;
+};
+
+} // namespace
+
+TEST_CASE("a reduction that runs out of memory leaves nothing queued that writes to freed memory") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  auto group = cohort::device_group::emulated(d, 3);
+  cohort::distributed_buffer<int> x(group, 3000); // from the default pool
+  x.fill_bytes(1);
+  cohort::device_buffer<int> dummy(1, group.stream(1));
+  // Loads the kernels first (a kernel's loading can wait for the device's running ones).
+  (void)cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{}).wait();
+  cohort::testing::launch_write_after_delay(group.stream(1), dummy.data(), 1, 0, 1);
+  group.synchronize();
+
+  constexpr std::size_t pool_bytes = std::size_t{4} << 20, small = 256;
+  const limited_pool pool(d, pool_bytes);
+  const cudaStream_t root = group.stream(0).native_handle();
+  // Fill the pool: one large block, then small ones until nothing more fits.
+  void* large = nullptr;
+  REQUIRE(cudaMallocAsync(&large, pool_bytes / 2, root) == cudaSuccess);
+  std::vector<void*> smalls;
+  for (void* p = nullptr; smalls.size() < 65536; smalls.push_back(p))
+    if (cudaMallocAsync(&p, small, root) != cudaSuccess) {
+      (void)cudaGetLastError();
+      break;
+    }
+  REQUIRE(cudaStreamSynchronize(root) == cudaSuccess);
+  // Free one small block at a time until the reduction fits: just before it does, it fails on
+  // its last allocation, member 2's, after member 1's part was reached.
+  int failures = 0;
+  bool fitted = false;
+  std::size_t damaged = 0;
+  while (!fitted && !smalls.empty()) {
+    REQUIRE(cudaFreeAsync(smalls.back(), root) == cudaSuccess);
+    smalls.pop_back();
+    group.synchronize();
+    // Member 1's work runs 20 ms late: whatever the failed call left queued there runs after the
+    // call has returned and freed its memory.
+    cohort::testing::launch_write_after_delay(group.stream(1), dummy.data(), 1, 0, 20'000'000ull);
+    try {
+      (void)cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{}).wait();
+      fitted = true;
+    } catch (const cohort::cuda_error& e) {
+      CHECK(e.status() == cudaErrorMemoryAllocation);
+      ++failures;
+      // New allocations on member 0's stream get the memory the failed call freed there; poison
+      // them and see whether a late write from the failed call lands in them.
+      std::vector<void*> probes;
+      for (void* p = nullptr; probes.size() < 16; probes.push_back(p)) {
+        if (cudaMallocAsync(&p, 3 * 8, root) != cudaSuccess) {
+          (void)cudaGetLastError();
+          break;
+        }
+        REQUIRE(cudaMemsetAsync(p, cohort::testing::poison_byte, 3 * 8, root) == cudaSuccess);
+      }
+      group.synchronize();
+      for (void* p : probes) {
+        unsigned char bytes[3 * 8];
+        REQUIRE(cudaMemcpy(bytes, p, sizeof bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (unsigned char b : bytes)
+          damaged += b != cohort::testing::poison_byte;
+        REQUIRE(cudaFreeAsync(p, root) == cudaSuccess);
+      }
+    }
+    group.synchronize();
+  }
+  for (void* p : smalls)
+    REQUIRE(cudaFreeAsync(p, root) == cudaSuccess);
+  REQUIRE(cudaFreeAsync(large, root) == cudaSuccess);
+  group.synchronize();
+  REQUIRE_MESSAGE(failures > 0, "the pool never ran out: nothing was tested");
+  CHECK(fitted);
+  CHECK_MESSAGE(damaged == 0, damaged << " byte(s) of memory freed by a failed reduction were "
+                                         "written after it returned");
 }

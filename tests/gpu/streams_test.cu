@@ -16,8 +16,8 @@ static_assert(std::is_convertible_v<cohort::stream&, cohort::stream_ref>);
 
 TEST_CASE("a stream knows its device and leaves the current device alone") {
   COHORT_SKIP_UNLESS_GPUS(1);
+  cohort::scoped_device base(cohort::device_ref{0}); // the case's own device 0, given back at its end
   for (cohort::device_ref d : cohort::devices()) {
-    REQUIRE(cudaSetDevice(0) == cudaSuccess);
     cohort::stream s(d);
     int now = -1;
     REQUIRE(cudaGetDevice(&now) == cudaSuccess);

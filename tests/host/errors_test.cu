@@ -1,8 +1,11 @@
 // Error text: every exception names the call, the device (and rank) and what to do.
 #include "testing.cuh"
 
+#include <cohort/communication/detail/arguments.cuh>
+
 #include <doctest/doctest.h>
 
+#include <stdexcept>
 #include <string>
 
 #if COHORT_WITH_NCCL
@@ -51,15 +54,72 @@ TEST_CASE("an error tied to no device does not name one") {
   CHECK_FALSE(contains(e.what(), "on device"));
 }
 
-TEST_CASE("check_launch names the kernel") {
-  // With no pending error, check_launch is silent.
-  if (cohort::device_count() > 0) CHECK_NOTHROW(cohort::check_launch("scale", 0));
-  cohort::cuda_error e(cudaErrorInvalidConfiguration, "launch of scale", 0);
-  CHECK(contains(e.what(), "launch of scale failed on device 0"));
+namespace {
+
+// Leaves a real error pending in the runtime's last-error slot (with or without a GPU: no device
+// has the id -1), and returns it.
+cudaError_t pending_error() {
+  const cudaError_t status = cudaSetDevice(-1);
+  REQUIRE(status != cudaSuccess);
+  REQUIRE(cudaPeekAtLastError() == status);
+  return status;
 }
 
-TEST_CASE("destructor-path errors are swallowed") {
-  CHECK_NOTHROW(cohort::ignore_cuda_error(cudaErrorInvalidValue));
+// Whether errors can be cleared here: without a driver and a GPU, every runtime call reports the
+// missing driver again, so no error ever clears.
+bool errors_clear() {
+  if (cohort::device_count() > 0) return true;
+  cohort::testing::skip("clearing an error needs a working CUDA runtime (a driver and a GPU); "
+                        "without one every call reports the missing driver again");
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("check_launch is silent without a pending error") {
+  if (!errors_clear()) return;
+  (void)cudaGetLastError();
+  CHECK_NOTHROW(cohort::check_launch("scale", 0));
+}
+
+TEST_CASE("check_launch turns the pending error into one that names the kernel, and clears it") {
+  const cudaError_t status = pending_error();
+  try {
+    cohort::check_launch("scale", 0);
+    FAIL("check_launch did not throw with an error pending");
+  } catch (const cohort::cuda_error& e) {
+    CHECK(contains(e.what(), "launch of scale failed on device 0"));
+    CHECK(e.status() == status);
+    CHECK(e.call() == "launch of scale");
+    CHECK(std::string(e.where().file_name()).ends_with("errors_test.cu"));
+  }
+  if (!errors_clear()) return;
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  CHECK_NOTHROW(cohort::check_launch("scale", 0)); // reported once
+}
+
+TEST_CASE("destructor-path errors are swallowed and a non-sticky one is cleared") {
+  static_assert(noexcept(cohort::ignore_cuda_error(cudaErrorInvalidValue)));
+  if (!errors_clear()) return;
+  const cudaError_t status = pending_error();
+  cohort::ignore_cuda_error(status);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  // Success clears nothing that is pending for someone else.
+  const cudaError_t again = pending_error();
+  cohort::ignore_cuda_error(cudaSuccess);
+  CHECK(cudaPeekAtLastError() == again);
+  (void)cudaGetLastError();
+}
+
+TEST_CASE("a null buffer is refused as null before CUDA is asked about it") {
+  // Without a GPU (or a driver) CUDA cannot be asked at all: the answer must still be the
+  // argument error, not a CUDA error from cudaPointerGetAttributes.
+  try {
+    cohort::detail::require_memory_of(cohort::device_ref{0}, nullptr, 16, "all_reduce", "send");
+    FAIL("a null buffer of 16 bytes passed");
+  } catch (const std::invalid_argument& e) {
+    CHECK(contains(e.what(), "cohort::all_reduce: argument 'send': is null"));
+  }
 }
 
 #if COHORT_WITH_NCCL

@@ -4,7 +4,9 @@
 // here (too few GPUs) calls COHORT_SKIP_UNLESS... and returns; when every case this process ran
 // skipped, the process exits with 77, which ctest reports as *skipped* with the printed reason.
 // A run in which no case ran at all fails: a filter that matches nothing (a case renamed, or a
-// name ctest could not carry) must not pass as a test.
+// name ctest could not carry) must not pass as a test. A case that leaves the calling thread's
+// current device or current context other than it found them fails (cohort promises to leave
+// both as they were): the process reports it and exits with 4, after putting them back.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "testing.cuh"
 
@@ -15,15 +17,75 @@
 namespace {
 
 int cases_finished = 0;
+int cases_that_moved_the_context = 0;
+
+// The thread's current device and context. Asks without creating anything: cudaGetDevice does
+// not initialise a context, and cuCtxGetCurrent only reads.
+struct current_state {
+  int device = -1;
+  CUcontext context = nullptr;
+
+  static current_state now() {
+    current_state s;
+    if (cudaGetDevice(&s.device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      s.device = -1;
+    }
+    s.context = cohort::detail::current_context();
+    return s;
+  }
+  bool operator==(const current_state&) const = default;
+};
+
+current_state before_case;
+
+// Whether `after` is, for the runtime, the state `before` was: the same, or, where no context was
+// current, the runtime's own primary context of the same current device (which the runtime makes
+// current at the first call that needs a context, a test's own raw call such as
+// cudaDeviceSynchronize). Whether cohort created a context on a GPU it should not have is
+// context_test's to check, not this.
+bool same_for_the_runtime(const current_state& before, const current_state& after) {
+  if (after == before) return true;
+  if (before.context != nullptr || after.context == nullptr || after.device != before.device)
+    return false;
+  const cohort::detail::context_api& api = cohort::detail::context_api::get();
+  if (!api.complete || api.primary_state == nullptr) return false;
+  CUdevice device = 0;
+  unsigned flags = 0;
+  int active = 0;
+  if (api.device_get(&device, before.device) != CUDA_SUCCESS ||
+      api.primary_state(device, &flags, &active) != CUDA_SUCCESS || active == 0)
+    return false;
+  return cohort::detail::primary_context(before.device) == after.context; // active: nothing made
+}
 
 struct count_cases : doctest::IReporter {
   explicit count_cases(const doctest::ContextOptions&) {}
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}
   void test_run_end(const doctest::TestRunStats&) override {}
-  void test_case_start(const doctest::TestCaseData&) override {}
+  void test_case_start(const doctest::TestCaseData&) override {
+    before_case = current_state::now();
+  }
   void test_case_reenter(const doctest::TestCaseData&) override {}
-  void test_case_end(const doctest::CurrentTestCaseStats&) override { ++cases_finished; }
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {
+    ++cases_finished;
+    const current_state after = current_state::now();
+    if (after == before_case) return;
+    const cohort::detail::context_api& api = cohort::detail::context_api::get();
+    if (same_for_the_runtime(before_case, after)) {
+      if (api.set_current != nullptr) (void)api.set_current(before_case.context);
+      return;
+    }
+    ++cases_that_moved_the_context;
+    std::fprintf(stderr,
+                 "FAILED: the test case left the current device %d and context %p where it found "
+                 "device %d and context %p\n",
+                 after.device, static_cast<void*>(after.context), before_case.device,
+                 static_cast<void*>(before_case.context));
+    // Put them back, so that the next case starts as this one did.
+    if (api.set_current != nullptr) (void)api.set_current(before_case.context);
+  }
   void test_case_exception(const doctest::TestCaseException&) override {}
   void subcase_start(const doctest::SubcaseSignature&) override {}
   void subcase_end() override {}
@@ -40,6 +102,7 @@ int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
   const int result = context.run();
   if (context.shouldExit() || result != 0) return result;
+  if (cases_that_moved_the_context > 0) return 4;
   if (cases_finished == 0) {
     std::fprintf(stderr, "no test case ran: the filter matched none\n");
     return 3;

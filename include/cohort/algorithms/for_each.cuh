@@ -89,7 +89,7 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f) {
 template <class F>
 void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
                              adaptive_balancer& balancer) {
-  const partition split = balancer.next_split(group, n);
+  const partition split = balancer.next_split(group, n, "multi_device_for_each_n", "balancer");
   on_each_member(group, [&](const member& m) {
     balancer.start(m.rank, m.stream);
     detail::bulk(m.stream, split.count(m.rank), detail::at_global_index<F>{f, split.offset(m.rank)},

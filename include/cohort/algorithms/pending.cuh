@@ -1,11 +1,14 @@
 // cohort/algorithms/pending.cuh — a value the GPUs are still computing.
 //
 // Returned by reductions so that they need not block: the host waits only when it asks for the
-// value. Destroying a pending value that was never waited for waits for it (its memory is in use
-// until the GPU is done).
+// value (`ready()` says, without blocking, whether it would have to). Destroying a pending value
+// that was never waited for waits for it (its memory is in use until the GPU is done). A pending
+// value belongs to one call, so the reductions that return one refuse to be captured into a CUDA
+// graph; their `_into` forms (reduce.cuh) leave the value in device memory instead.
 //
 //   cohort::pending<double> sum = cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{});
 //   ...                      // more work, still asynchronous
+//   if (!sum.ready()) do_host_work();
 //   double s = sum.wait();   // blocks here, once
 #pragma once
 

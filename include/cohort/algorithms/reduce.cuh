@@ -1,9 +1,18 @@
-// cohort/algorithms/reduce.cuh — reductions over every GPU of a group.
+// cohort/algorithms/reduce.cuh — reductions over every GPU of a group, in order.
 //
-// Each member reduces its own part with CUB (cub::DeviceReduce::TransformReduce), then member 0
-// combines the members' results with `op` and `init`. Any associative operator and trivially
-// copyable value type works: the result is op(init, x[0], x[1], ...), with `init` used once.
-// Nothing blocks until `wait()` on the returned `pending`.
+// The result is op(init, x[0], x[1], ..., x[n-1]) for any associative operator: commutativity is
+// not assumed, and `init` is used once. Member k reduces its contiguous part in order (each warp
+// a contiguous range, cub::WarpReduce within a warp, warps and blocks combined in order), then
+// member 0 combines the members' results in rank order with `init`. Any trivially copyable,
+// default-constructible value type works.
+//
+// Two forms of each reduction:
+//   - `pending<T>`: the value lands in host memory; nothing blocks until `wait()`. It cannot be
+//     captured into a CUDA graph (a pending value cannot outlive a replay): called on a stream
+//     that is being captured it throws std::logic_error before enqueuing anything.
+//   - `..._into(..., device_result<T>& result)`: the value stays in device memory on member 0
+//     (`result.data()`), written in member 0's stream order; nothing is allocated or created
+//     during the call, so it can be captured and replayed any number of times.
 //
 //   auto sum = cohort::multi_device_reduce(group, x, 0.0f, cuda::std::plus<>{});
 //   auto max = cohort::multi_device_transform_reduce(group, x, -INFINITY,
@@ -11,16 +20,29 @@
 //   auto dot = cohort::multi_device_transform_reduce_n(group, n, 0.0, cuda::std::plus<>{},
 //                  [=] __device__(std::size_t i) { return double(a[i]) * b[i]; });
 //   float s = sum.wait();
+//
+//   cohort::device_result<float> total(group);            // made once, outside any capture
+//   cohort::multi_device_reduce_into(group, x, 0.0f, cuda::std::plus<>{}, total);
+//   float* on_gpu0 = total.data();                         // for work on group.stream(0)
+//   float t = total.get();                                 // or copy it yourself
 #pragma once
 
 #include "../distributed/on_each_shard.cuh"
+#include "../execution/launch.cuh"
 #include "../execution/on_each.cuh"
 #include "pending.cuh"
 
-#include <cub/device/device_reduce.cuh>
+#include <cub/warp/warp_load.cuh>
+#include <cub/warp/warp_reduce.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <iterator>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -28,9 +50,10 @@ namespace cohort {
 
 namespace detail {
 
-// A value, or nothing: lets each member reduce without `init`, so `init` counts exactly once.
-// The flag fills the rest of the struct, so that a maybe has no padding: CUB copies whole
-// maybes, and padding never written is what compute-sanitizer's initcheck reports.
+// A value, or nothing: lets each member reduce without `init`, so `init` counts exactly once,
+// and lets a partial tile reduce without an identity element. The flag fills the rest of the
+// struct, so that a maybe has no padding: padding never written is what compute-sanitizer's
+// initcheck reports when a maybe is copied.
 template <class T>
 struct maybe {
   T value;
@@ -59,6 +82,13 @@ struct wrap_value {
   }
 };
 
+template <class T>
+struct pass_maybe {
+  __device__ const maybe<T>& operator()(const maybe<T>& x) const { return x; }
+};
+
+// `op` with "nothing" as the identity on both sides: associative whenever `op` is, and the
+// left operand always comes first.
 template <class T, class Op>
 struct combine_maybe {
   Op op;
@@ -76,6 +106,71 @@ struct identity {
   }
 };
 
+inline constexpr int reduce_block_threads = 256;
+inline constexpr int reduce_block_warps = reduce_block_threads / 32;
+inline constexpr unsigned reduce_blocks_per_sm = 4;
+
+// Items each lane loads per step: about 32 bytes, so that a warp's step is one 1 KiB coalesced
+// load, transposed through shared memory so that each lane holds consecutive items.
+template <class U>
+inline constexpr int reduce_items_per_lane = sizeof(U) <= 4    ? 8
+                                             : sizeof(U) <= 8  ? 4
+                                             : sizeof(U) <= 16 ? 2
+                                                               : 1;
+
+// Reduces items [0, count) of `input` in order. Warp w of block b (global warp g = b * warps + w)
+// takes the contiguous range [g * per_warp, (g + 1) * per_warp), steps through it a warp tile at a
+// time (each lane folds its consecutive items, cub::WarpReduce folds the lanes in order, lane 0
+// folds the tiles in order), and the warps' results are folded in order into out[b].
+template <class T, class Input, class Lift, class Op>
+__global__ void __launch_bounds__(reduce_block_threads)
+    reduce_in_order(Input input, std::size_t count, std::size_t per_warp, Lift lift, Op op,
+                    maybe<T>* out) {
+  using U = typename std::iterator_traits<Input>::value_type;
+  constexpr int per_lane = reduce_items_per_lane<U>;
+  constexpr int tile = 32 * per_lane;
+  using load =
+      cub::WarpLoad<U, per_lane, (per_lane > 1 ? cub::WARP_LOAD_TRANSPOSE : cub::WARP_LOAD_DIRECT)>;
+  using reduce = cub::WarpReduce<maybe<T>>;
+  __shared__ typename load::TempStorage load_storage[reduce_block_warps];
+  __shared__ typename reduce::TempStorage reduce_storage[reduce_block_warps];
+  // Raw storage: a __shared__ variable may not have a constructor to run, and T's may.
+  __shared__ alignas(maybe<T>) unsigned char warp_bytes[sizeof(maybe<T>) * reduce_block_warps];
+  maybe<T>* warp_total = reinterpret_cast<maybe<T>*>(warp_bytes);
+
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const combine_maybe<T, Op> combine{op};
+  const std::size_t first =
+      (static_cast<std::size_t>(blockIdx.x) * reduce_block_warps + warp) * per_warp;
+  const std::size_t end =
+      first < count ? (count - first < per_warp ? count : first + per_warp) : first;
+  maybe<T> total = maybe<T>::none(); // meaningful in lane 0
+  // Warp-uniform bounds: every lane of the warp runs every step, as WarpLoad and WarpReduce need.
+  for (std::size_t at = first; at < end; at += tile) {
+    const int valid = end - at < static_cast<std::size_t>(tile) ? static_cast<int>(end - at) : tile;
+    U items[per_lane];
+    load(load_storage[warp]).Load(input + at, items, valid, U{});
+    maybe<T> mine = maybe<T>::none();
+#pragma unroll
+    for (int j = 0; j < per_lane; ++j)
+      if (lane * per_lane + j < valid) mine = combine(mine, lift(items[j]));
+    const maybe<T> step = reduce(reduce_storage[warp]).Reduce(mine, combine);
+    if (lane == 0) total = combine(total, step);
+    __syncwarp(); // the warp's temporary storage is reused by the next step
+  }
+  if (lane == 0) warp_total[warp] = total;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    maybe<T> block = maybe<T>::none();
+    for (int w = 0; w < reduce_block_warps; ++w)
+      block = combine(block, warp_total[w]);
+    out[blockIdx.x] = block;
+  }
+}
+
+// On member 0: op(init, partial of member 0, partial of member 1, ...), members without items
+// skipped, into `result` (device memory, or pinned host memory for a pending value).
 template <class T, class Op>
 __global__ void combine_members(const maybe<T>* partials, std::size_t count, T init, Op op,
                                 T* result) {
@@ -85,114 +180,309 @@ __global__ void combine_members(const maybe<T>* partials, std::size_t count, T i
   *result = value;
 }
 
-// Member k reduces `input(k)` (an iterator) over `counts[k]` items into slot k of member 0's
-// partials; member 0 then combines them. Returns the pending result.
-template <class T, class Op, class Transform, class InputOf>
-pending<T> reduce_over_members(const device_group& group, const std::vector<std::size_t>& counts,
-                               InputOf input_of, T init, Op op, Transform transform) {
+// How member k's reduction is launched: `blocks` blocks whose warps take `per_warp` items each
+// (a whole number of warp tiles). No blocks for no items.
+struct reduce_launch {
+  unsigned blocks = 0;
+  std::size_t per_warp = 0;
+};
+
+template <class U>
+reduce_launch plan_reduce(std::size_t count, unsigned max_blocks) {
+  constexpr std::size_t tile = 32 * reduce_items_per_lane<U>;
+  if (count == 0) return {};
+  const std::size_t warps = static_cast<std::size_t>(max_blocks) * reduce_block_warps;
+  const std::size_t tiles = (count + tile - 1) / tile;
+  const std::size_t per_warp = (tiles + warps - 1) / warps * tile;
+  const std::size_t per_block = per_warp * reduce_block_warps;
+  return {static_cast<unsigned>((count + per_block - 1) / per_block), per_warp};
+}
+
+// The most blocks a member's first step launches: the partial slots its scratch holds.
+inline unsigned reduce_max_blocks(const device_group& group, std::size_t rank) {
+  return std::max(1u, group.sm_count(rank)) * reduce_blocks_per_sm;
+}
+
+// Member k's scratch: slot 0 its result, then one slot per block of its first step.
+template <class T>
+std::size_t reduce_scratch_bytes(unsigned blocks) {
+  return (1 + static_cast<std::size_t>(blocks)) * sizeof(maybe<T>);
+}
+
+// Device memory a reduction over a group uses: member 0's gathered results (one slot per member)
+// and each member's scratch. Everything is allocated here, before the reduction enqueues any
+// copy, so that running out of memory on any member leaves nothing queued that writes to it.
+template <class T>
+struct reduce_scratch {
+  std::vector<device_buffer<unsigned char>> buffers; // [0] gathered on member 0, [1 + k] member k
+  std::vector<unsigned> capacity;                    // partial slots of member k
+
+  reduce_scratch(const device_group& group, const std::vector<unsigned>& blocks)
+      : capacity(blocks) {
+    buffers.reserve(group.size() + 1);
+    buffers.emplace_back(group.size() * sizeof(maybe<T>), group.stream(0));
+    for (std::size_t k = 0; k < group.size(); ++k)
+      buffers.emplace_back(blocks[k] == 0 ? 0 : reduce_scratch_bytes<T>(blocks[k]),
+                           group.stream(k));
+  }
+  maybe<T>* gathered() { return reinterpret_cast<maybe<T>*>(buffers[0].data()); }
+  maybe<T>* member(std::size_t k) { return reinterpret_cast<maybe<T>*>(buffers[1 + k].data()); }
+};
+
+// The events a reduction records: the gathered slots cleared, and each member's copy done.
+struct reduce_events {
+  event gathered_ready;
+  std::vector<event> member_done;
+
+  explicit reduce_events(const device_group& group)
+      : gathered_ready(group.device(0)) {
+    member_done.reserve(group.size());
+    for (std::size_t k = 0; k < group.size(); ++k)
+      member_done.emplace_back(group.device(k));
+  }
+};
+
+template <class T>
+void require_value_type() {
   static_assert(std::is_trivially_copyable_v<T>,
                 "cohort reductions need a trivially copyable value type.");
   static_assert(std::is_default_constructible_v<T>,
                 "cohort reductions need a default-constructible value type.");
+  static_assert(sizeof(maybe<T>) == sizeof(T) + alignof(T), "a maybe<T> must have no padding");
+}
+
+// Enqueues the reduction of member k's `counts[k]` items of `input_of(k)` (an iterator) on the
+// group's streams, the result written to `result` on member 0's stream. Allocates nothing and
+// creates nothing (scratch and events are given), so that it can be captured into a graph.
+template <class T, class Op, class Transform, class InputOf>
+void enqueue_reduce(const device_group& group, const std::vector<std::size_t>& counts,
+                    InputOf input_of, T init, Op op, Transform transform,
+                    reduce_scratch<T>& scratch, reduce_events& events, T* result) {
   using slot = maybe<T>;
-  static_assert(sizeof(slot) == sizeof(T) + alignof(T), "a maybe<T> must have no padding");
-  const std::size_t n_members = group.size();
   const stream_ref root = group.stream(0);
+  // Clearing the gathered slots also says "no items" for members that have none.
+  {
+    scoped_device on(root.device());
+    check_cuda(
+        cudaMemsetAsync(scratch.gathered(), 0, group.size() * sizeof(slot), root.native_handle()),
+        "cudaMemsetAsync (reduction results)", root.device().get());
+  }
+  events.gathered_ready.record(root);
 
-  std::vector<device_buffer<unsigned char>> keep;
-  keep.emplace_back(n_members * sizeof(slot), root); // member 0's gathered partials
-  slot* gathered = reinterpret_cast<slot*>(keep[0].data());
-  keep[0].fill_bytes(0); // has = false for members with no items
-  event gathered_ready(root.device());
-  gathered_ready.record(root);
-
-  std::vector<event> member_done;
-  member_done.reserve(n_members);
   on_each_member(group, [&](const member& m) {
-    member_done.emplace_back(m.device);
-    if (counts[m.rank] == 0) return;
-    // Each member's scratch: its partial, then CUB's temporary storage.
-    std::size_t temp_bytes = 0;
-    auto input = input_of(m.rank);
-    const wrap_value<T, Transform> wrap{transform};
-    const combine_maybe<T, Op> combine{op};
-    const slot none = slot::none();
-    check_cuda(cub::DeviceReduce::TransformReduce(nullptr, temp_bytes, input, static_cast<slot*>(nullptr),
-                                                  counts[m.rank], combine, wrap, none,
-                                                  m.stream.native_handle()),
-               "cub::DeviceReduce::TransformReduce (size query)", m.device.get());
-    const std::size_t partial_bytes = (sizeof(slot) + 255) / 256 * 256;
-    keep.emplace_back(partial_bytes + temp_bytes, m.stream);
-    unsigned char* base = keep.back().data();
-    slot* partial = reinterpret_cast<slot*>(base);
-    // A T with padding (a user struct such as {float; long long}) has bytes CUB never writes:
-    // zero the partial first, so that copying it reads only written bytes (what
-    // compute-sanitizer's initcheck checks). Types without padding skip this.
-    if constexpr (!std::is_arithmetic_v<T> && !std::has_unique_object_representations_v<T>)
-      check_cuda(cudaMemsetAsync(partial, 0, sizeof(slot), m.stream.native_handle()),
-                 "cudaMemsetAsync (reduction partial)", m.device.get());
-    check_cuda(cub::DeviceReduce::TransformReduce(base + partial_bytes, temp_bytes, input, partial,
-                                                  counts[m.rank], combine, wrap, none,
-                                                  m.stream.native_handle()),
-               "cub::DeviceReduce::TransformReduce", m.device.get());
-    // The slot in member 0's gathered array must be initialised before it is overwritten.
-    m.stream.wait(gathered_ready);
-    check_cuda(cudaMemcpyPeerAsync(gathered + m.rank, root.device().get(), partial, m.device.get(),
-                                   sizeof(slot), m.stream.native_handle()),
-               "cudaMemcpyPeerAsync (reduction partial)", m.device.get());
-    member_done.back().record(m.stream);
+    using Input = decltype(input_of(m.rank));
+    using U = typename std::iterator_traits<Input>::value_type;
+    const Input input = input_of(m.rank);
+    const reduce_launch first = plan_reduce<U>(counts[m.rank], scratch.capacity[m.rank]);
+    if (first.blocks > 0) {
+      slot* mine = scratch.member(m.rank);
+      // A T with padding (a user struct such as {float; long long}) has bytes the kernels never
+      // write: zero the slots first, so that copying them reads only written bytes (what
+      // compute-sanitizer's initcheck checks). Types without padding skip this.
+      if constexpr (!std::is_arithmetic_v<T> && !std::has_unique_object_representations_v<T>)
+        check_cuda(cudaMemsetAsync(mine, 0, reduce_scratch_bytes<T>(first.blocks),
+                                   m.stream.native_handle()),
+                   "cudaMemsetAsync (reduction partials)", m.device.get());
+      const launch_config config{.grid = first.blocks,
+                                 .block = reduce_block_threads,
+                                 .name = "cohort::detail::reduce_in_order"};
+      // One block writes the member's result; several write one partial each, which one more
+      // block then folds, in order, into the result.
+      launch(m.stream, config, reduce_in_order<T, Input, wrap_value<T, Transform>, Op>, input,
+             counts[m.rank], first.per_warp, wrap_value<T, Transform>{transform}, op,
+             first.blocks == 1 ? mine : mine + 1);
+      if (first.blocks > 1) {
+        const reduce_launch second = plan_reduce<slot>(first.blocks, 1);
+        launch(m.stream, {.grid = 1, .block = reduce_block_threads, .name = config.name},
+               reduce_in_order<T, const slot*, pass_maybe<T>, Op>,
+               static_cast<const slot*>(mine + 1), std::size_t{first.blocks}, second.per_warp,
+               pass_maybe<T>{}, op, mine);
+      }
+      // The slot in member 0's gathered array must be cleared before it is overwritten.
+      m.stream.wait(events.gathered_ready);
+      check_cuda(cudaMemcpyPeerAsync(scratch.gathered() + m.rank, root.device().get(), mine,
+                                     m.device.get(), sizeof(slot), m.stream.native_handle()),
+                 "cudaMemcpyPeerAsync (reduction partial to member 0)", m.device.get());
+    }
+    events.member_done[m.rank].record(m.stream);
   });
 
-  for (const event& e : member_done)
+  for (const event& e : events.member_done)
     root.wait(e);
-  event done(root.device());
-  T* host = static_cast<T*>(pinned_slots::instance().take());
+  launch(root, {.name = "cohort::detail::combine_members"}, combine_members<T, Op>,
+         static_cast<const slot*>(scratch.gathered()), group.size(), init, op, result);
+}
+
+// A pending value cannot outlive a graph replay: refuse capture before anything is enqueued.
+inline void refuse_capture(const device_group& group, std::string_view function) {
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    check_cuda(cudaStreamIsCapturing(group.stream(k).native_handle(), &status),
+               "cudaStreamIsCapturing", group.device(k).get());
+    if (status != cudaStreamCaptureStatusNone)
+      throw std::logic_error(
+          "cohort::" + std::string(function) + ": member " + std::to_string(k) +
+          "'s stream (device " + std::to_string(group.device(k).get()) +
+          ") is being captured into a CUDA graph, and a pending<T> result cannot be captured "
+          "(its host slot would be read once, not at each replay). Nothing was enqueued. Use " +
+          std::string(function) + "_into with a cohort::device_result<T>.");
+  }
+}
+
+// The pending form: fresh scratch and events for each call, kept alive by the pending value.
+template <class T, class Op, class Transform, class InputOf>
+pending<T> reduce_pending(const device_group& group, const std::vector<std::size_t>& counts,
+                          InputOf input_of, T init, Op op, Transform transform,
+                          std::string_view function) {
+  require_value_type<T>();
+  refuse_capture(group, function);
+  std::vector<unsigned> blocks(group.size());
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    using U = typename std::iterator_traits<decltype(input_of(k))>::value_type;
+    blocks[k] = plan_reduce<U>(counts[k], reduce_max_blocks(group, k)).blocks;
+  }
+  reduce_scratch<T> scratch(group, blocks);
+  reduce_events events(group);
+  T* host = nullptr;
+  {
+    // cudaMallocHost (when the slots grow) needs a context: member 0's, never a GPU the group
+    // does not use.
+    scoped_device on(group.device(0));
+    host = static_cast<T*>(pinned_slots::instance().take());
+  }
   try {
-    scoped_device on(root.device());
-    combine_members<<<1, 1, 0, root.native_handle()>>>(gathered, n_members, init, op, host);
-    check_launch("combine_members", root.device().get());
-    done.record(root);
+    enqueue_reduce(group, counts, input_of, init, op, transform, scratch, events, host);
   } catch (...) {
-    pinned_slots::instance().give_back(host); // nothing was enqueued that writes to it
+    // Whatever was enqueued must finish before the slot and the scratch are reused. A wait on
+    // the host, bounded by the work already queued; its own failure leaves the slot unreturned.
+    bool drained = true;
+    for (std::size_t k = 0; k < group.size(); ++k)
+      drained = cudaStreamSynchronize(group.stream(k).native_handle()) == cudaSuccess && drained;
+    if (drained) pinned_slots::instance().give_back(host);
     throw;
   }
-  return pending<T>(host, std::move(done), std::move(keep));
+  event done(group.device(0));
+  done.record(group.stream(0));
+  return pending<T>(host, std::move(done), std::move(scratch.buffers));
+}
+
+template <class U>
+std::vector<std::size_t> shard_counts(const distributed_buffer<U>& buffer) {
+  std::vector<std::size_t> counts(buffer.shards());
+  for (std::size_t k = 0; k < buffer.shards(); ++k)
+    counts[k] = buffer.shard(k).data.size();
+  return counts;
+}
+
+inline void require_split(const partition& split, const device_group& group, std::size_t n,
+                          std::string_view function) {
+  require_argument(
+      split.parts() == group.size() && split.size() == n, function, "split",
+      "must have one part per member and cover n items (it has " + std::to_string(split.parts()) +
+          " parts covering " + std::to_string(split.size()) + " items; the group has " +
+          std::to_string(group.size()) + " members and n is " + std::to_string(n) + ").");
 }
 
 } // namespace detail
 
-// op(init, every element of `buffer`).
-template <class T, class U, class Op>
-pending<T> multi_device_reduce(const device_group& group, const distributed_buffer<U>& buffer,
-                               T init, Op op) {
-  return multi_device_transform_reduce(group, buffer, init, op, detail::identity{});
-}
+// A reduction's result that stays in device memory: one T on member 0's device, with the scratch
+// and events the reductions into it use, all made here so that the reductions allocate nothing
+// and can be captured into a CUDA graph and replayed. Made for one group; the reductions into it
+// are ordered on that group's streams (one after another, as each call's member 0 work follows
+// the previous call's), and it must outlive every graph that holds such a reduction.
+template <class T>
+class device_result {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>,
+                "cohort::device_result<T> needs a trivially copyable, default-constructible T.");
 
-// op(init, transform(x) for every element x of `buffer`).
+ public:
+  explicit device_result(const device_group& group)
+      : value_(1, group.stream(0))
+      , scratch_(group, max_blocks(group))
+      , events_(group) {
+    for (std::size_t k = 0; k < group.size(); ++k)
+      streams_.push_back(group.stream(k));
+  }
+
+  // The value on member 0's device (group.device(0)), written in group.stream(0)'s order.
+  T* data() noexcept { return value_.data(); }
+  const T* data() const noexcept { return value_.data(); }
+  device_ref device() const noexcept { return value_.stream().device(); }
+
+  // Copies the value to the host after the work on member 0's stream, and waits for it.
+  T get() const {
+    T host{};
+    value_.copy_to_host(std::span<T>(&host, 1));
+    value_.stream().synchronize();
+    return host;
+  }
+
+ private:
+  static std::vector<unsigned> max_blocks(const device_group& group) {
+    std::vector<unsigned> blocks(group.size());
+    for (std::size_t k = 0; k < group.size(); ++k)
+      blocks[k] = detail::reduce_max_blocks(group, k);
+    return blocks;
+  }
+
+ public:
+  // Used by the `_into` reductions (not meant to be called directly): refuses a result made for
+  // another group, then enqueues.
+  template <class Op, class Transform, class InputOf>
+  void enqueue(const device_group& group, const std::vector<std::size_t>& counts, InputOf input_of,
+               T init, Op op, Transform transform, std::string_view function) {
+    detail::require_value_type<T>();
+    bool same = group.size() == streams_.size();
+    for (std::size_t k = 0; same && k < group.size(); ++k)
+      same = group.stream(k) == streams_[k];
+    if (!same)
+      detail::throw_invalid_argument(function, "result",
+                                     "was made for another group (its streams are not this "
+                                     "group's); make a device_result over this group.");
+    detail::enqueue_reduce(group, counts, input_of, init, op, transform, scratch_, events_,
+                           value_.data());
+  }
+
+ private:
+  device_buffer<T> value_;
+  detail::reduce_scratch<T> scratch_;
+  detail::reduce_events events_;
+  std::vector<stream_ref> streams_;
+};
+
+// op(init, transform(x) for every element x of `buffer`, in order).
 template <class T, class U, class Op, class Transform>
 pending<T> multi_device_transform_reduce(const device_group& group,
                                          const distributed_buffer<U>& buffer, T init, Op op,
                                          Transform transform) {
   detail::require_buffer_of_group(buffer, group, "multi_device_transform_reduce", "buffer");
-  std::vector<std::size_t> counts(group.size());
-  for (std::size_t k = 0; k < group.size(); ++k)
-    counts[k] = buffer.shard(k).data.size();
-  return detail::reduce_over_members(
-      group, counts, [&](std::size_t k) { return buffer.shard(k).data.data(); }, init, op,
-      transform);
+  return detail::reduce_pending(
+      group, detail::shard_counts(buffer),
+      [&](std::size_t k) { return buffer.shard(k).data.data(); }, init, op, transform,
+      "multi_device_transform_reduce");
 }
 
-// op(init, transform(i) for every global index i in [0, n)), split evenly or by `split`.
+// op(init, every element of `buffer`, in order).
+template <class T, class U, class Op>
+pending<T> multi_device_reduce(const device_group& group, const distributed_buffer<U>& buffer,
+                               T init, Op op) {
+  detail::require_buffer_of_group(buffer, group, "multi_device_reduce", "buffer");
+  return detail::reduce_pending(
+      group, detail::shard_counts(buffer),
+      [&](std::size_t k) { return buffer.shard(k).data.data(); }, init, op, detail::identity{},
+      "multi_device_reduce");
+}
+
+// op(init, transform(i) for every global index i in [0, n), in order), split evenly or by
+// `split`.
 template <class T, class Op, class Transform>
 pending<T> multi_device_transform_reduce_n(const device_group& group, std::size_t n, T init, Op op,
                                            Transform transform, const partition& split) {
-  detail::require_argument(split.parts() == group.size() && split.size() == n,
-                           "multi_device_transform_reduce_n", "split",
-                           "must have one part per member and cover n items.");
-  return detail::reduce_over_members(
+  detail::require_split(split, group, n, "multi_device_transform_reduce_n");
+  return detail::reduce_pending(
       group, split.counts(),
       [&](std::size_t k) { return thrust::counting_iterator<std::size_t>(split.offset(k)); }, init,
-      op, transform);
+      op, transform, "multi_device_transform_reduce_n");
 }
 
 template <class T, class Op, class Transform>
@@ -200,6 +490,47 @@ pending<T> multi_device_transform_reduce_n(const device_group& group, std::size_
                                            Transform transform) {
   return multi_device_transform_reduce_n(group, n, init, op, transform,
                                          partition::even(n, group.size()));
+}
+
+// The device-result forms: the same reductions, the value written to `result.data()` on member
+// 0's stream. Capturable (see device_result).
+template <class T, class U, class Op, class Transform>
+void multi_device_transform_reduce_into(const device_group& group,
+                                        const distributed_buffer<U>& buffer, T init, Op op,
+                                        Transform transform, device_result<T>& result) {
+  detail::require_buffer_of_group(buffer, group, "multi_device_transform_reduce_into", "buffer");
+  result.enqueue(
+      group, detail::shard_counts(buffer),
+      [&](std::size_t k) { return buffer.shard(k).data.data(); }, init, op, transform,
+      "multi_device_transform_reduce_into");
+}
+
+template <class T, class U, class Op>
+void multi_device_reduce_into(const device_group& group, const distributed_buffer<U>& buffer,
+                              T init, Op op, device_result<T>& result) {
+  detail::require_buffer_of_group(buffer, group, "multi_device_reduce_into", "buffer");
+  result.enqueue(
+      group, detail::shard_counts(buffer),
+      [&](std::size_t k) { return buffer.shard(k).data.data(); }, init, op, detail::identity{},
+      "multi_device_reduce_into");
+}
+
+template <class T, class Op, class Transform>
+void multi_device_transform_reduce_n_into(const device_group& group, std::size_t n, T init, Op op,
+                                          Transform transform, device_result<T>& result,
+                                          const partition& split) {
+  detail::require_split(split, group, n, "multi_device_transform_reduce_n_into");
+  result.enqueue(
+      group, split.counts(),
+      [&](std::size_t k) { return thrust::counting_iterator<std::size_t>(split.offset(k)); }, init,
+      op, transform, "multi_device_transform_reduce_n_into");
+}
+
+template <class T, class Op, class Transform>
+void multi_device_transform_reduce_n_into(const device_group& group, std::size_t n, T init, Op op,
+                                          Transform transform, device_result<T>& result) {
+  multi_device_transform_reduce_n_into(group, n, init, op, transform, result,
+                                       partition::even(n, group.size()));
 }
 
 } // namespace cohort

@@ -1,4 +1,5 @@
-// cohort/devices/scoped_device.cuh — make a device current for a scope, then restore the old one.
+// cohort/devices/scoped_device.cuh — make a device current for a scope, then restore what was
+// current before.
 //
 // cohort never leaves the calling thread's current device changed: every call that needs a
 // current device (allocation, stream creation, launches) holds one of these.
@@ -6,40 +7,71 @@
 //   {
 //     cohort::scoped_device on(cohort::device_ref{1});
 //     my_kernel<<<grid, block, 0, stream>>>(...);
-//   } // the previous current device is back
+//   } // the previous current context is back
+//
+// It works on the thread's current *context* through the driver (entry points fetched at run
+// time, no link against libcuda): it makes the device's primary context (the runtime's) current
+// with cuCtxSetCurrent, and at the end makes current again whatever was, a caller's own
+// non-primary context or none at all. cudaSetDevice is never called: since CUDA 12 it creates the
+// device's primary context, so restoring with it would give a process that works on GPU 1 only a
+// context, and memory, on GPU 0; and it changes the runtime's current device, which the next
+// runtime call of the caller would use where no context is current.
 #pragma once
 
+#include "detail/driver_api.cuh"
 #include "device_ref.cuh"
 
 namespace cohort {
 
 class scoped_device {
-public:
+ public:
   explicit scoped_device(device_ref device) {
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice", device.get());
-    current_ = previous_;
+    const detail::context_api& api = detail::context_api::get();
+    if (api.complete) {
+      // Before the driver is initialised no context can be current.
+      if (const CUresult r = api.get_current(&previous_context_); r != CUDA_ERROR_NOT_INITIALIZED)
+        check_driver_call(r, "cuCtxGetCurrent", device.get());
+    } else {
+      check_cuda(cudaGetDevice(&previous_device_), "cudaGetDevice", device.get());
+    }
     set(device);
   }
-  // Makes `device` current for the rest of the scope (the one before the scope still comes back
-  // at its end): one scope for a loop over devices instead of one per device. It skips the switch
-  // when this scope made `device` current last, so code in the scope that changes the current
-  // device must change it back (as a nested scoped_device does).
+  // Makes `device` current for the rest of the scope (what was current before the scope still
+  // comes back at its end): one scope for a loop over devices instead of one per device. It skips
+  // the switch when this scope made `device` current last, so code in the scope that changes the
+  // current device must change it back (as a nested scoped_device does).
   void set(device_ref device) {
     if (current_ == device.get()) return;
-    check_cuda(cudaSetDevice(device.get()), "cudaSetDevice", device.get());
+    const detail::context_api& api = detail::context_api::get();
+    if (api.complete)
+      check_driver_call(api.set_current(detail::primary_context(device.get())), "cuCtxSetCurrent",
+                        device.get());
+    else
+      check_cuda(cudaSetDevice(device.get()), "cudaSetDevice", device.get());
     current_ = device.get();
   }
   ~scoped_device() {
-    int now = previous_;
+    if (current_ < 0) return; // never switched
+    const detail::context_api& api = detail::context_api::get();
+    if (api.complete) {
+      (void)api.set_current(previous_context_);
+      return;
+    }
+    int now = previous_device_;
     ignore_cuda_error(cudaGetDevice(&now));
-    if (now != previous_) ignore_cuda_error(cudaSetDevice(previous_));
+    if (now != previous_device_) ignore_cuda_error(cudaSetDevice(previous_device_));
   }
   scoped_device(const scoped_device&) = delete;
   scoped_device& operator=(const scoped_device&) = delete;
 
-private:
-  int previous_ = 0;
-  int current_ = 0; // as this scope last set it
+ private:
+  static void check_driver_call(CUresult result, const char* call, int device) {
+    if (result != CUDA_SUCCESS) throw cuda_error(static_cast<cudaError_t>(result), call, device);
+  }
+
+  CUcontext previous_context_ = nullptr; // where the driver's context functions exist
+  int previous_device_ = 0;              // elsewhere
+  int current_ = -1;                     // as this scope last set it; -1 before the first set
 };
 
 } // namespace cohort

@@ -4,6 +4,13 @@
 // events have completed; it never waits for them) moves work toward the faster members. This is
 // the fix for unequal or busy GPUs, where an even split leaves the fast one idle.
 //
+// Calls whose splits differ are ordered where they must be: when the split changes, `next_split`
+// makes each member whose range changed wait (on its stream) for the previous call's members that
+// owned any index of its new range, so that an index that moves to another member is read and
+// written after its last owner is done with it. Indices that stay with their member are ordered by
+// its stream, as always. So a loop of calls that read-modify-write the same indices needs nothing
+// more; only work the loop enqueues outside these calls still needs the user's own ordering.
+//
 //   cohort::adaptive_balancer balancer(group);
 //   for (int step = 0; step < steps; ++step)
 //     cohort::multi_device_for_each_n(group, n, f, balancer);
@@ -15,43 +22,84 @@
 #include "device_group.cuh"
 
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace cohort {
 
 class adaptive_balancer {
-public:
+ public:
   explicit adaptive_balancer(const device_group& group, double smoothing = 0.5)
       : weights_(group.size(), smoothing) {
     for (std::size_t i = 0; i < group.size(); ++i) {
       starts_.emplace_back(group.device(i), event::timing::on);
       stops_.emplace_back(group.device(i), event::timing::on);
+      finished_.emplace_back(group.device(i));
+      streams_.push_back(group.stream(i));
     }
   }
 
   // The split for the next call over `group` (which must be the group this was made for). Folds
-  // in the last timed call first, if its events have completed.
-  partition next_split(const device_group& group, std::size_t n) {
-    detail::require_argument(group.size() == starts_.size(), "adaptive_balancer::next_split",
-                             "group", "is not the group the balancer was made for.");
+  // in the last timed call first, if its events have completed. Where the split differs from the
+  // previous call's, orders the members whose range changed after the previous owners of their
+  // new indices (see above). `function` and `argument` name the caller's call and its balancer
+  // argument in the error for a balancer of another group.
+  partition next_split(const device_group& group, std::size_t n,
+                       std::string_view function = "adaptive_balancer::next_split",
+                       std::string_view argument = "group") {
+    require_group(group, function, argument);
     harvest();
     partition split = weights_.split(n);
+    if (previous_ && !(*previous_ == split)) order_moved_ranges(group, *previous_, split);
+    previous_ = split;
     timing_ = !pending_.has_value();
     if (timing_) pending_ = split;
     return split;
   }
 
-  // Around member `rank`'s work on `stream` (only the calls being timed record anything).
+  // Around member `rank`'s work on `stream`: the timed calls record their timing events, and
+  // every call marks where member `rank`'s work ends (what a later call that moves its indices
+  // waits for).
   void start(std::size_t rank, stream_ref stream) {
     if (timing_) starts_.at(rank).record(stream);
   }
   void stop(std::size_t rank, stream_ref stream) {
     if (timing_) stops_.at(rank).record(stream);
+    finished_.at(rank).record(stream);
   }
 
   const std::vector<double>& weights() const noexcept { return weights_.weights(); }
 
-private:
+ private:
+  void require_group(const device_group& group, std::string_view function,
+                     std::string_view argument) const {
+    bool same = group.size() == streams_.size();
+    for (std::size_t k = 0; same && k < group.size(); ++k)
+      same = group.stream(k) == streams_[k];
+    if (!same)
+      detail::throw_invalid_argument(function, argument,
+                                     "was made for another group (of " +
+                                         std::to_string(streams_.size()) +
+                                         " members, on other streams); make one balancer per "
+                                         "group.");
+  }
+
+  // Member k's new range waits for every other member j whose previous range overlaps it.
+  void order_moved_ranges(const device_group& group, const partition& before,
+                          const partition& now) {
+    for (std::size_t k = 0; k < now.parts(); ++k) {
+      const std::size_t begin = now.offset(k), end = begin + now.count(k);
+      if (now.count(k) == 0 || (begin == before.offset(k) && now.count(k) == before.count(k)))
+        continue;
+      for (std::size_t j = 0; j < before.parts(); ++j) {
+        const std::size_t was = before.offset(j), was_end = was + before.count(j);
+        if (j != k && before.count(j) != 0 && was < end && begin < was_end)
+          group.stream(k).wait(finished_[j]);
+      }
+    }
+  }
+
   void harvest() {
     if (!pending_) return;
     for (const event& e : stops_)
@@ -65,7 +113,10 @@ private:
 
   adaptive_weights weights_;
   std::vector<event> starts_, stops_;
-  std::optional<partition> pending_; // the split of the call being timed
+  std::vector<event> finished_;       // each member's last call's work done (never timed)
+  std::vector<stream_ref> streams_;   // the group's, to know it again
+  std::optional<partition> pending_;  // the split of the call being timed
+  std::optional<partition> previous_; // the split of the last call
   bool timing_ = false;
 };
 

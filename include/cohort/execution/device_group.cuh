@@ -15,7 +15,8 @@
 //
 //   auto group = cohort::device_group::emulated(cohort::device_ref{0}, 4);
 //   assert(group.is_emulated() && group.size() == 4);
-//   auto uneven = cohort::device_group::emulated(cohort::device_ref{0}, {1.0, 3.0}); // 1/4, 3/4 SMs
+//   auto uneven = cohort::device_group::emulated(cohort::device_ref{0}, {1.0, 3.0}); // 1/4, 3/4
+//   SMs
 //
 // A group is used from one host thread at a time.
 #pragma once
@@ -23,10 +24,11 @@
 #include "../devices/device_ref.cuh"
 #include "../devices/properties.cuh"
 #include "../devices/topology.cuh"
-#include "sm_partition.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
+#include "sm_partition.cuh"
 
+#include <cmath>
 #include <cstddef>
 #include <initializer_list>
 #include <string>
@@ -35,10 +37,11 @@
 namespace cohort {
 
 class device_group {
-public:
+ public:
   // A group of distinct real devices, in the given order. Rejects an empty list, a device out of
   // range and a device listed twice.
-  explicit device_group(const std::vector<device_ref>& devices) : devices_(devices) {
+  explicit device_group(const std::vector<device_ref>& devices)
+      : devices_(devices) {
     detail::require_argument(!devices.empty(), "device_group", "devices",
                              "the list is empty; a group needs at least one device.");
     for (std::size_t i = 0; i < devices.size(); ++i) {
@@ -74,12 +77,34 @@ public:
   static device_group emulated(device_ref device, const std::vector<double>& sm_weights) {
     detail::require_argument(!sm_weights.empty(), "device_group::emulated", "sm_weights",
                              "a group needs at least one logical device.");
+    for (std::size_t k = 0; k < sm_weights.size(); ++k)
+      if (!std::isfinite(sm_weights[k]) || !(sm_weights[k] > 0.0))
+        detail::throw_invalid_argument("device_group::emulated", "sm_weights",
+                                       "weight " + std::to_string(k) + " is " +
+                                           std::to_string(sm_weights[k]) +
+                                           "; every weight must be finite and greater than zero.");
     detail::require_valid_device(device, "device_group::emulated", "device");
-    return from_shares(device, detail::split_sms(device, sm_weights));
+    return from_shares(device, detail::split_sms(device, sm_weights, "sm_weights"));
   }
 
   device_group(device_group&&) noexcept = default;
-  device_group& operator=(device_group&&) noexcept = default;
+  // The old members' streams (and events) go before the green contexts they were made from, then
+  // `other`'s resources move in. (A defaulted assignment would assign the shares first, and so
+  // destroy the old green contexts while their streams still existed.)
+  device_group& operator=(device_group&& other) noexcept {
+    if (this == &other) return *this;
+    origin_events_.clear();
+    member_events_.clear();
+    streams_.clear();
+    sm_shares_.clear();
+    devices_ = std::move(other.devices_);
+    emulated_ = other.emulated_;
+    sm_shares_ = std::move(other.sm_shares_);
+    streams_ = std::move(other.streams_);
+    member_events_ = std::move(other.member_events_);
+    origin_events_ = std::move(other.origin_events_);
+    return *this;
+  }
   device_group(const device_group&) = delete;
   device_group& operator=(const device_group&) = delete;
 
@@ -132,10 +157,12 @@ public:
   // whether every pair has one (always true for an emulated group).
   bool enable_peer_access() const { return enable_peer_access_among(devices_); }
 
-private:
+ private:
   // Emulated, SMs shared: `devices` repeats one device.
   device_group(std::vector<device_ref> devices, std::vector<detail::sm_share> shares)
-      : devices_(std::move(devices)), emulated_(true), sm_shares_(std::move(shares)) {
+      : devices_(std::move(devices))
+      , emulated_(true)
+      , sm_shares_(std::move(shares)) {
     make_streams_and_events();
   }
   // Emulated, one member per SM share. (The count is read before the shares move: the order in

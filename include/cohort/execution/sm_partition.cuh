@@ -13,6 +13,7 @@
 // driver that has green contexts; elsewhere `sm_partitioning_available` says false.
 #pragma once
 
+#include "../devices/detail/driver_api.cuh"
 #include "../devices/device_ref.cuh"
 #include "../devices/scoped_device.cuh"
 #include "../partitioning/partition.cuh"
@@ -54,16 +55,8 @@ struct green_context_api {
 private:
   template <class F>
   static bool fetch(const char* symbol, F& target) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t status =
-        cudaGetDriverEntryPointByVersion(symbol, &p, CUDART_VERSION, cudaEnableDefault, &found);
-    if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
-      ignore_cuda_error(status);
-      return false;
-    }
-    target = reinterpret_cast<F>(p);
-    return true;
+    target = reinterpret_cast<F>(driver_entry_point(symbol));
+    return target != nullptr;
   }
 
   static green_context_api load() {
@@ -149,8 +142,10 @@ private:
 
 // Splits `device`'s SMs into one contiguous share per weight, in proportion to the weights (in
 // whole groups of the hardware's smallest partition). Throws where the GPU cannot be split that
-// finely or green contexts are unavailable.
-inline std::vector<sm_share> split_sms(device_ref device, const std::vector<double>& weights) {
+// finely or green contexts are unavailable. `argument` names the caller's argument that asked for
+// the shares ('n' for a count, 'sm_weights' for weights) in its errors.
+inline std::vector<sm_share> split_sms(device_ref device, const std::vector<double>& weights,
+                                       std::string_view argument = "n") {
   const std::string where = "device_group::emulated";
   require_valid_device(device, where, "device");
 #if COHORT_HAS_GREEN_CONTEXTS
@@ -160,8 +155,6 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
                      device.get(), std::source_location::current(),
                      "The driver has no green contexts; SMs cannot be split between logical "
                      "devices.");
-  const partition probe = partition::weighted(weights.size(), weights); // validates the weights
-  (void)probe;
   {
     scoped_device on(device); // green contexts want the primary context alive
     check_cuda(cudaFree(nullptr), "cudaFree(nullptr) (primary context)", device.get());
@@ -180,7 +173,7 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
                "cuDevSmResourceSplitByCount", device.get());
   groups.resize(group_count);
   if (group_count < weights.size())
-    throw_invalid_argument(where, "n",
+    throw_invalid_argument(where, argument,
                            std::to_string(weights.size()) + " logical devices, but device " +
                                std::to_string(device.get()) + "'s SMs split into only " +
                                std::to_string(group_count) + " groups.");
@@ -207,6 +200,7 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
   return shares;
 #else
   (void)weights;
+  (void)argument;
   throw cuda_error(cudaErrorNotSupported, "green contexts", device.get(),
                    std::source_location::current(),
                    "cohort was compiled with a CUDA older than 12.5, which has no green contexts.");

@@ -36,15 +36,19 @@ public:
           "the stream is on device " + std::to_string(stream.device().get()) +
               " but the event is on device " + std::to_string(device_.get()) +
               "; record on a stream of the event's device, then wait on it from any device.");
+    // Each call holds its device current (see stream_ref::synchronize).
+    scoped_device on(device_);
     check_cuda(cudaEventRecord(handle_, stream.native_handle()), "cudaEventRecord", device_.get());
   }
 
   // Blocks the host until the recorded work is done.
   void synchronize() const {
+    scoped_device on(device_);
     check_cuda(cudaEventSynchronize(handle_), "cudaEventSynchronize", device_.get());
   }
   // True when the recorded work is done (or nothing was recorded); never blocks.
   bool ready() const {
+    scoped_device on(device_);
     cudaError_t status = cudaEventQuery(handle_);
     if (status == cudaErrorNotReady) {
       ignore_cuda_error(status);
@@ -64,6 +68,7 @@ protected:
 // Time between two completed records of events made with timing (`event::timing::on`).
 inline std::chrono::duration<double, std::milli> elapsed(event_ref start, event_ref end) {
   float ms = 0.0f;
+  scoped_device on(end.device());
   check_cuda(cudaEventElapsedTime(&ms, start.native_handle(), end.native_handle()),
              "cudaEventElapsedTime", end.device().get());
   return std::chrono::duration<double, std::milli>(ms);

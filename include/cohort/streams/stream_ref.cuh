@@ -38,11 +38,15 @@ public:
   device_ref device() const noexcept { return device_; }
 
   // Blocks the host until all work enqueued so far is done.
+  // (Each call holds its device current: a runtime call made with no context current would make,
+  // and create, the runtime's current device's primary context, not this stream's.)
   void synchronize() const {
+    scoped_device on(device_);
     check_cuda(cudaStreamSynchronize(handle_), "cudaStreamSynchronize", device_.get());
   }
   // True when all work enqueued so far is done; never blocks.
   bool ready() const {
+    scoped_device on(device_);
     cudaError_t status = cudaStreamQuery(handle_);
     if (status == cudaErrorNotReady) {
       ignore_cuda_error(status);
@@ -62,6 +66,7 @@ public:
   template <class Event>
     requires std::is_base_of_v<event_ref, Event>
   void wait(const Event& event) const {
+    scoped_device on(device_);
     check_cuda(cudaStreamWaitEvent(handle_, event.native_handle(), 0), "cudaStreamWaitEvent",
                device_.get());
   }

@@ -3,9 +3,9 @@
 #pragma once
 
 #include "../../devices/device_ref.cuh"
+#include "../../distributed/on_each_shard.cuh"
 #include "../../errors/argument_error.cuh"
 #include "../../errors/cuda_error.cuh"
-#include "../../distributed/on_each_shard.cuh"
 
 #include <array>
 #include <cstddef>
@@ -39,13 +39,14 @@ inline void require_memory_of(device_ref device, const void* p, std::size_t byte
   thread_local std::size_t next = 0;
   for (const range& r : known)
     if (r.begin == p && r.device == device.get() && bytes <= r.bytes) return;
-  cudaPointerAttributes attributes{};
-  check_cuda(cudaPointerGetAttributes(&attributes, p), "cudaPointerGetAttributes", device.get());
   const std::string where = "device " + std::to_string(device.get());
+  // Null is refused before CUDA is asked about it (what CUDA answers for null is no promise).
   if (p == nullptr)
     throw_invalid_argument(function, argument,
                            "is null but holds " + std::to_string(bytes) +
                                " bytes; it must be memory of " + where + ".");
+  cudaPointerAttributes attributes{};
+  check_cuda(cudaPointerGetAttributes(&attributes, p), "cudaPointerGetAttributes", device.get());
   if (attributes.type == cudaMemoryTypeDevice && attributes.device != device.get())
     throw_invalid_argument(function, argument,
                            "is memory of device " + std::to_string(attributes.device) +
