@@ -449,3 +449,20 @@ TEST_CASE("group_graph refuses a nested capture and can be moved and destroyed w
   CHECK(std::all_of(host.begin(), host.end(), [](int v) { return v == 20; }));
   CHECK_THROWS_AS(graph.launch(), std::invalid_argument);
 }
+
+TEST_CASE("what cannot be captured is refused by name inside group_graph::capture") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::distributed_buffer<int> x(group, 1000);
+  x.fill_bytes(0);
+  CHECK_THROWS_WITH_AS(cohort::group_graph::capture(group, [&] { group.synchronize(); }),
+                       doctest::Contains("stream_ref::synchronize"), std::logic_error);
+  CHECK_THROWS_WITH_AS(
+      cohort::group_graph::capture(
+          group, [&] { (void)cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{}); }),
+      doctest::Contains("multi_device_reduce"), std::logic_error);
+  // Each refusal ended the capture: nothing is left capturing, and direct work runs.
+  for (std::size_t i = 0; i < group.size(); ++i)
+    CHECK_FALSE(group.stream(i).is_capturing());
+  CHECK(cohort::multi_device_reduce(group, x, 5, cuda::std::plus<>{}).wait() == 5);
+}

@@ -313,29 +313,15 @@ void enqueue_reduce(const device_group& group, const std::vector<std::size_t>& c
          static_cast<const slot*>(scratch.gathered()), group.size(), init, op, result);
 }
 
-// A pending value cannot outlive a graph replay: refuse capture before anything is enqueued.
-inline void refuse_capture(const device_group& group, std::string_view function) {
-  for (std::size_t k = 0; k < group.size(); ++k) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    check_cuda(cudaStreamIsCapturing(group.stream(k).native_handle(), &status),
-               "cudaStreamIsCapturing", group.device(k).get());
-    if (status != cudaStreamCaptureStatusNone)
-      throw std::logic_error(
-          "cohort::" + std::string(function) + ": member " + std::to_string(k) +
-          "'s stream (device " + std::to_string(group.device(k).get()) +
-          ") is being captured into a CUDA graph, and a pending<T> result cannot be captured "
-          "(its host slot would be read once, not at each replay). Nothing was enqueued. Use " +
-          std::string(function) + "_into with a cohort::device_result<T>.");
-  }
-}
-
 // The pending form: fresh scratch and events for each call, kept alive by the pending value.
 template <class T, class Op, class Transform, class InputOf>
 pending<T> reduce_pending(const device_group& group, const std::vector<std::size_t>& counts,
                           InputOf input_of, T init, Op op, Transform transform,
                           std::string_view function) {
   require_value_type<T>();
-  refuse_capture(group, function);
+  // A pending value cannot outlive a graph replay: its host slot would be read once.
+  refuse_capture(group, function, "a pending<T> result cannot be captured (its host slot would be read once, not at each replay)",
+                 "Use " + std::string(function) + "_into with a cohort::device_result<T>.");
   std::vector<unsigned> blocks(group.size());
   for (std::size_t k = 0; k < group.size(); ++k) {
     using U = typename std::iterator_traits<decltype(input_of(k))>::value_type;

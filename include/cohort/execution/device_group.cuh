@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstddef>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -147,7 +148,8 @@ class device_group {
     return cohort::stream(devices_.at(i));
   }
 
-  // Blocks the host until every member's stream is idle.
+  // Blocks the host until every member's stream is idle. Refused while a member's stream is
+  // being captured into a graph (a capture records work; there is nothing to wait for yet).
   void synchronize() const {
     for (const cohort::stream& s : streams_)
       s.synchronize();
@@ -201,5 +203,21 @@ class device_group {
   std::vector<cohort::event> member_events_;
   std::vector<cohort::event> origin_events_;
 };
+
+namespace detail {
+
+// Refuses, naming `function`, work that cannot be captured when any member's stream is being
+// captured into a graph; nothing is enqueued. `instead` says what to use.
+inline void refuse_capture(const device_group& group, std::string_view function,
+                           std::string_view why, std::string_view instead) {
+  for (std::size_t i = 0; i < group.size(); ++i)
+    if (group.stream(i).is_capturing())
+      throw std::logic_error("cohort::" + std::string(function) + ": member " + std::to_string(i) +
+                             "'s stream (device " + std::to_string(group.device(i).get()) +
+                             ") is being captured into a CUDA graph, and " + std::string(why) +
+                             ". Nothing was enqueued. " + std::string(instead));
+}
+
+} // namespace detail
 
 } // namespace cohort

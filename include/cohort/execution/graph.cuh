@@ -45,21 +45,6 @@ enum class capture_mode {
   relaxed = cudaStreamCaptureModeRelaxed,         // never refused
 };
 
-namespace detail {
-
-// Refuses, naming `function`, work that cannot be captured when any member's stream is capturing.
-inline void refuse_capture(const device_group& group, std::string_view function,
-                           std::string_view instead) {
-  for (std::size_t i = 0; i < group.size(); ++i)
-    if (group.stream(i).is_capturing())
-      throw std::logic_error("cohort::" + std::string(function) + ": member " + std::to_string(i) +
-                             "'s stream is being captured into a graph, and this call cannot be "
-                             "captured (nothing was enqueued). " +
-                             std::string(instead));
-}
-
-} // namespace detail
-
 class group_graph {
  public:
   template <class Work>

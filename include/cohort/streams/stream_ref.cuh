@@ -13,6 +13,8 @@
 #include "../devices/scoped_device.cuh"
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 namespace cohort {
@@ -40,8 +42,14 @@ public:
   // Blocks the host until all work enqueued so far is done.
   // (Each call holds its device current: a runtime call made with no context current would make,
   // and create, the runtime's current device's primary context, not this stream's.)
+  // Refused while the stream is being captured into a graph (nothing runs until a replay).
   void synchronize() const {
     scoped_device on(device_);
+    if (is_capturing())
+      throw std::logic_error("cohort::stream_ref::synchronize: the stream (device " +
+                             std::to_string(device_.get()) +
+                             ") is being captured into a CUDA graph: nothing runs until the "
+                             "graph is launched. Synchronize after the capture ends.");
     check_cuda(cudaStreamSynchronize(handle_), "cudaStreamSynchronize", device_.get());
   }
   // True when all work enqueued so far is done; never blocks.
@@ -57,6 +65,7 @@ public:
   }
   // True while the stream is being captured into a CUDA graph (its work is recorded, not run).
   bool is_capturing() const {
+    scoped_device on(device_);
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     check_cuda(cudaStreamIsCapturing(handle_, &status), "cudaStreamIsCapturing", device_.get());
     return status != cudaStreamCaptureStatusNone;
