@@ -68,8 +68,8 @@ TEST_CASE("an abort is recorded for its communicator, not for an address NCCL ca
   CHECK(a.abort());       // a time-out in a call made through a ref of A
   CHECK_FALSE(a.abort()); // once: whoever comes second does nothing
   cohort::detail::communicator_state b(same_address, nullptr, true, cohort::device_ref{0});
-  CHECK(a.ended());       // A's owner still knows not to use or free it...
-  CHECK_FALSE(b.ended()); // ...and B, at the same address, is usable
+  CHECK(a.ended());                    // A's owner still knows not to use or free it...
+  CHECK_FALSE(b.ended());              // ...and B, at the same address, is usable
   a.end(std::chrono::milliseconds(0)); // A's owner going away frees nothing of B's
   CHECK_FALSE(b.ended());
   b.end(std::chrono::milliseconds(0));

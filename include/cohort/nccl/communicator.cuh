@@ -142,8 +142,8 @@ class communicator : public communicator_ref {
                              "must be in [0, size); got " + std::to_string(rank) + " of " +
                                  std::to_string(size) + ".");
     detail::require_valid_device(device, "communicator::create", "device");
-    return std::move(make(id, {{nullptr, device, rank, size}}, timeout, calls,
-                          "ncclCommInitRankConfig")[0]);
+    return std::move(
+        make(id, {{nullptr, device, rank, size}}, timeout, calls, "ncclCommInitRankConfig")[0]);
   }
 
   // One rank per member of `group` (rank i on member i), made together in this process. An
@@ -209,7 +209,9 @@ class communicator : public communicator_ref {
       ranks.push_back(detail::rank_info(*p));
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     // Blocking children are twins of non-blocking guards made by this split (see with_twins).
-    const auto made = detail::split_together(ranks, colors, keys, detail::nonblocking_config(calls == nccl_calls::blocking), deadline, timeout, what);
+    const auto made = detail::split_together(
+        ranks, colors, keys, detail::nonblocking_config(calls == nccl_calls::blocking), deadline,
+        timeout, what);
     for (std::size_t i = 0; i < made.size(); ++i) {
       int rank = 0, size = 0;
       const ncclResult_t got_rank = ncclCommUserRank(made[i], &rank);
@@ -221,9 +223,9 @@ class communicator : public communicator_ref {
       }
       ranks[i] = {made[i], ranks[i].device, rank, size};
     }
-    return adopt_made(detail::with_twins(made, ranks, calls == nccl_calls::blocking, deadline,
-                                         timeout, what),
-                      ranks, timeout, calls);
+    return adopt_made(
+        detail::with_twins(made, ranks, calls == nccl_calls::blocking, deadline, timeout, what),
+        ranks, timeout, calls);
   }
 
   // How this communicator's calls behave.
@@ -234,8 +236,9 @@ class communicator : public communicator_ref {
   // ends the stuck collective) and throws. Refuses (std::logic_error) a stream being captured:
   // the wait would end the capture.
   void wait(stream_ref stream, std::chrono::milliseconds timeout = default_nccl_timeout) {
-    wait_all(std::span<communicator>(this, 1), [&](std::size_t) { return stream; }, timeout,
-             "communicator::wait");
+    wait_all(
+        std::span<communicator>(this, 1), [&](std::size_t) { return stream; }, timeout,
+        "communicator::wait");
   }
 
   // Waits for every rank of `ranks` (rank i's work on `stream_of(i)`) within one `timeout`;
@@ -308,7 +311,8 @@ class communicator : public communicator_ref {
                          rank, size, device, timeout)
       , calls_(calls) {}
 
-  static std::vector<communicator> make(const unique_id& id, const std::vector<detail::rank_of>& ranks,
+  static std::vector<communicator> make(const unique_id& id,
+                                        const std::vector<detail::rank_of>& ranks,
                                         std::chrono::milliseconds timeout, nccl_calls calls,
                                         std::string_view what) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -3,9 +3,9 @@
 //
 //   cohort::device_group group(cohort::devices());
 //   cohort::nccl_clique nccl(group);                         // ranks 0..n-1 on the members
-//   cohort::distributed_buffer<float> grads(group, cohort::partition::replicated(count, group.size()));
-//   cohort::all_reduce(nccl, grads, cohort::avg);            // every shard: the mean
-//   cohort::broadcast(nccl, weights, /*root*/ 0);
+//   cohort::distributed_buffer<float> grads(group, cohort::partition::replicated(count,
+//   group.size())); cohort::all_reduce(nccl, grads, cohort::avg);            // every shard: the
+//   mean cohort::broadcast(nccl, weights, /*root*/ 0);
 //
 // Each shard is one rank's buffer, so the shards of a buffer given to a collective must all have
 // the same size (partition::replicated makes such buffers). Work is enqueued on the members'
@@ -44,8 +44,7 @@ class nccl_clique {
     if (keys.empty())
       for (std::size_t i = 0; i < ranks_.size(); ++i)
         keys.push_back(static_cast<int>(i));
-    detail::require_count(keys.size(), ranks_.size(), "nccl_clique::split", "keys",
-                          "one per rank");
+    detail::require_count(keys.size(), ranks_.size(), "nccl_clique::split", "keys", "one per rank");
     for (int c : colors)
       detail::require_argument(c >= 0, "nccl_clique::split", "colors", "must all be 0 or more.");
     std::vector<const communicator*> parents;
@@ -61,8 +60,8 @@ class nccl_clique {
   // Waits for every member's stream, all within one `timeout`; aborts every rank and throws on an
   // error or time-out. Refuses (std::logic_error) streams being captured.
   void wait(std::chrono::milliseconds timeout = default_nccl_timeout) {
-    communicator::wait_all(ranks_, [&](std::size_t i) { return group_->stream(i); }, timeout,
-                           "nccl_clique::wait");
+    communicator::wait_all(
+        ranks_, [&](std::size_t i) { return group_->stream(i); }, timeout, "nccl_clique::wait");
   }
 
  private:
@@ -86,20 +85,28 @@ void on_every_rank(nccl_clique& nccl, const distributed_buffer<T>& stream_source
   batch.end();
 }
 
-// The count per shard of `small` after checking that every shard of both buffers is as large as
-// its shard 0 and that `large`'s shards hold `factor` times as many elements.
-template <class A, class B>
-std::size_t paired_shard_count(const distributed_buffer<A>& small, std::string_view small_name,
-                               const distributed_buffer<B>& large, std::string_view large_name,
-                               std::size_t factor, const device_group& group,
-                               std::string_view function) {
-  const std::size_t count = equal_shard_count(small, group, function, small_name);
-  require_count(equal_shard_count(large, group, function, large_name), count * factor, function,
-                large_name,
-                factor == 1 ? "per shard, the size of a shard of '" + std::string(small_name) + "'"
-                            : "per shard, size() times a shard of '" + std::string(small_name) +
-                                  "'");
-  return count;
+// How the shards of an out-of-place collective's two buffers compare.
+enum class pairing { same_size, recv_gathers, send_scatters };
+
+// Out-of-place forms: checks both buffers' shards (each buffer's alike, and the two as `p` says),
+// then runs `call(rank, send shard, recv shard, recv stream)` for every rank in one group.
+template <class T, class F>
+void on_every_pair(nccl_clique& nccl, const distributed_buffer<T>& send,
+                   distributed_buffer<T>& recv, pairing p, std::string_view function, F&& call) {
+  const std::size_t sent = equal_shard_count(send, nccl.group(), function, "send");
+  const std::size_t received = equal_shard_count(recv, nccl.group(), function, "recv");
+  const std::size_t n = nccl.size();
+  if (p == pairing::same_size)
+    require_count(received, sent, function, "recv", "per shard, the size of a shard of 'send'");
+  else if (p == pairing::recv_gathers)
+    require_count(received, sent * n, function, "recv",
+                  "per shard, size() times a shard of 'send'");
+  else
+    require_count(sent, received * n, function, "send",
+                  "per shard, size() times a shard of 'recv'");
+  on_every_rank(nccl, recv, function, [&](communicator& c, std::size_t i) {
+    call(c, send.shard(i).data, recv.shard(i).data, recv.shard(i).stream);
+  });
 }
 
 } // namespace detail
@@ -115,10 +122,9 @@ void all_reduce(nccl_clique& nccl, distributed_buffer<T>& data, Op op) {
 template <class T, class Op>
 void all_reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
                 Op op) {
-  detail::paired_shard_count(send, "send", recv, "recv", 1, nccl.group(), "all_reduce");
-  detail::on_every_rank(nccl, recv, "all_reduce", [&](communicator& c, std::size_t i) {
-    all_reduce(c, send.shard(i).data, recv.shard(i).data, op, recv.shard(i).stream);
-  });
+  detail::on_every_pair(
+      nccl, send, recv, detail::pairing::same_size, "all_reduce",
+      [&](communicator& c, auto s, auto r, stream_ref on) { all_reduce(c, s, r, op, on); });
 }
 
 template <class T>
@@ -132,29 +138,25 @@ void broadcast(nccl_clique& nccl, distributed_buffer<T>& data, int root) {
 template <class T, class Op>
 void reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
             Op op, int root) {
-  detail::paired_shard_count(send, "send", recv, "recv", 1, nccl.group(), "reduce");
-  detail::on_every_rank(nccl, recv, "reduce", [&](communicator& c, std::size_t i) {
-    reduce(c, send.shard(i).data, recv.shard(i).data, op, root, recv.shard(i).stream);
-  });
+  detail::on_every_pair(
+      nccl, send, recv, detail::pairing::same_size, "reduce",
+      [&](communicator& c, auto s, auto r, stream_ref on) { reduce(c, s, r, op, root, on); });
 }
 
 // recv's shards each get every shard of send, in rank order.
 template <class T>
 void all_gather(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv) {
-  detail::paired_shard_count(send, "send", recv, "recv", nccl.size(), nccl.group(), "all_gather");
-  detail::on_every_rank(nccl, recv, "all_gather", [&](communicator& c, std::size_t i) {
-    all_gather(c, send.shard(i).data, recv.shard(i).data, recv.shard(i).stream);
-  });
+  detail::on_every_pair(
+      nccl, send, recv, detail::pairing::recv_gathers, "all_gather",
+      [&](communicator& c, auto s, auto r, stream_ref on) { all_gather(c, s, r, on); });
 }
 
 template <class T, class Op>
 void reduce_scatter(nccl_clique& nccl, const distributed_buffer<T>& send,
                     distributed_buffer<T>& recv, Op op) {
-  detail::paired_shard_count(recv, "recv", send, "send", nccl.size(), nccl.group(),
-                             "reduce_scatter");
-  detail::on_every_rank(nccl, recv, "reduce_scatter", [&](communicator& c, std::size_t i) {
-    reduce_scatter(c, send.shard(i).data, recv.shard(i).data, op, recv.shard(i).stream);
-  });
+  detail::on_every_pair(
+      nccl, send, recv, detail::pairing::send_scatters, "reduce_scatter",
+      [&](communicator& c, auto s, auto r, stream_ref on) { reduce_scatter(c, s, r, op, on); });
 }
 
 } // namespace cohort

@@ -61,28 +61,26 @@ inline void wait_made(const std::vector<ncclComm_t>& made, const std::vector<ran
                       deadline_t deadline, std::chrono::milliseconds timeout,
                       std::string_view what) {
   for (std::size_t i = 0; i < made.size(); ++i) {
-    const poll_outcome outcome = made[i] == nullptr ? poll_outcome{ncclInternalError, false}
-                                                    : poll_until(made[i], deadline);
+    const poll_outcome outcome =
+        made[i] == nullptr ? poll_outcome{ncclInternalError, false} : poll_until(made[i], deadline);
     if (outcome.done()) continue;
     abort_all(made);
     throw_unfinished(outcome, what, ranks[i].device.get(), ranks[i].rank, ranks[i].size, timeout);
   }
 }
 
-// Rank `ranks[i].rank` of a `size`-rank communicator identified by `id`, for every i, made in one
-// NCCL group (one thread drives every rank of a clique), non-blocking.
-inline std::vector<ncclComm_t> init_ranks(const unique_id& id, const std::vector<rank_of>& ranks,
-                                          bool guards, deadline_t deadline,
-                                          std::chrono::milliseconds timeout,
-                                          std::string_view what) {
+// Runs `post(i, &made[i])` (an NCCL call that makes a communicator) for every rank in one NCCL
+// group, rank i's device current: one thread drives every rank of a clique. On an error aborts
+// what was made and throws.
+template <class Post>
+std::vector<ncclComm_t> post_together(const std::vector<rank_of>& ranks, Post&& post,
+                                      std::string_view what) {
   std::vector<ncclComm_t> made(ranks.size(), nullptr);
-  std::vector<ncclConfig_t> configs(ranks.size(), nonblocking_config(guards));
   check_nccl(ncclGroupStart(), "ncclGroupStart");
   ncclResult_t started = ncclSuccess;
   for (std::size_t i = 0; i < ranks.size() && started == ncclSuccess; ++i) {
     scoped_device on(ranks[i].device);
-    started = ncclCommInitRankConfig(&made[i], ranks[i].size, id.native(), ranks[i].rank,
-                                     &configs[i]);
+    started = post(i, &made[i]);
     if (started == ncclInProgress) started = ncclSuccess;
   }
   const ncclResult_t ended = ncclGroupEnd();
@@ -91,35 +89,41 @@ inline std::vector<ncclComm_t> init_ranks(const unique_id& id, const std::vector
     throw nccl_error(started != ncclSuccess ? started : ended, what, ranks[0].device.get(),
                      ranks[0].rank);
   }
+  return made;
+}
+
+// Rank `ranks[i].rank` of a `size`-rank communicator identified by `id`, for every i,
+// non-blocking.
+inline std::vector<ncclComm_t> init_ranks(const unique_id& id, const std::vector<rank_of>& ranks,
+                                          bool guards, deadline_t deadline,
+                                          std::chrono::milliseconds timeout,
+                                          std::string_view what) {
+  std::vector<ncclConfig_t> configs(ranks.size(), nonblocking_config(guards));
+  const auto made = post_together(
+      ranks,
+      [&](std::size_t i, ncclComm_t* out) {
+        return ncclCommInitRankConfig(out, ranks[i].size, id.native(), ranks[i].rank, &configs[i]);
+      },
+      what);
   wait_made(made, ranks, deadline, timeout, what);
   return made;
 }
 
-// Splits communicators driven from this thread together, in one NCCL group: rank i of `parents`
-// joins color colors[i] at key keys[i] with `config`. Waits until NCCL has made them, bounded by
-// `deadline` where NCCL lets the wait be bounded (not for a blocking parent); on failure aborts
-// what was made.
-inline std::vector<ncclComm_t> split_together(const std::vector<rank_of>& parents,
-                                              const std::vector<int>& colors,
-                                              const std::vector<int>& keys, ncclConfig_t config,
-                                              deadline_t deadline,
-                                              std::chrono::milliseconds timeout,
-                                              std::string_view what) {
-  std::vector<ncclComm_t> made(parents.size(), nullptr);
+// Splits communicators driven from this thread together: rank i of `parents` joins color
+// colors[i] at key keys[i] with `config`. Waits until NCCL has made them, bounded by `deadline`
+// where NCCL lets the wait be bounded (not for a blocking parent); on failure aborts what was
+// made.
+inline std::vector<ncclComm_t>
+split_together(const std::vector<rank_of>& parents, const std::vector<int>& colors,
+               const std::vector<int>& keys, ncclConfig_t config, deadline_t deadline,
+               std::chrono::milliseconds timeout, std::string_view what) {
   std::vector<ncclConfig_t> configs(parents.size(), config);
-  check_nccl(ncclGroupStart(), "ncclGroupStart");
-  ncclResult_t started = ncclSuccess;
-  for (std::size_t i = 0; i < parents.size() && started == ncclSuccess; ++i) {
-    scoped_device on(parents[i].device);
-    started = ncclCommSplit(parents[i].handle, colors[i], keys[i], &made[i], &configs[i]);
-    if (started == ncclInProgress) started = ncclSuccess;
-  }
-  const ncclResult_t ended = ncclGroupEnd();
-  if (started != ncclSuccess || (ended != ncclSuccess && ended != ncclInProgress)) {
-    abort_all(made);
-    throw nccl_error(started != ncclSuccess ? started : ended, what, parents[0].device.get(),
-                     parents[0].rank);
-  }
+  const auto made = post_together(
+      parents,
+      [&](std::size_t i, ncclComm_t* out) {
+        return ncclCommSplit(parents[i].handle, colors[i], keys[i], out, &configs[i]);
+      },
+      what);
   for (std::size_t i = 0; i < parents.size(); ++i) {
     const poll_outcome outcome = poll_until(parents[i].handle, deadline);
     if (outcome.done()) continue;
