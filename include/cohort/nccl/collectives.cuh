@@ -12,7 +12,9 @@
 // Data movement (broadcast, all_gather, send, recv) takes any trivially copyable type (its bytes
 // travel as uint8); reductions take NCCL's own types only. Spans are libcu++'s cuda::std::span
 // (a device_buffer's span() or a shard's data), memory of the communicator's device, as is the
-// stream.
+// stream. A blocking communicator's calls (nccl_calls::blocking, the default) can be captured into
+// a CUDA graph; a bounded one's refuse a stream being captured (std::logic_error), and an aborted
+// communicator's are refused (std::invalid_argument), before anything is enqueued.
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
