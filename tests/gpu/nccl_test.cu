@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <thread>
 
 namespace {
@@ -717,4 +718,71 @@ TEST_CASE("what cannot be captured refuses the capture by name, leaving the grap
   cohort::all_reduce(bounded, x, cohort::sum); // and outside a capture both work
   bounded.wait(60s);
   blocking.wait(60s);
+}
+
+// NCCL's finalize, and its abort, wait until every graph that captured the communicator's calls is
+// destroyed. Before, destroying the communicator first waited for that forever: the test destroys
+// the graph after the limit so that it fails instead of hanging.
+TEST_CASE("a communicator destroyed while a graph holds its calls returns within its time-out, "
+          "and the graph still replays") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = every_gpu();
+  const std::size_t ranks = group.size(), n = 1000;
+  auto nccl = std::make_unique<cohort::nccl_clique>(group, 10s);
+  cohort::distributed_buffer<int> x(group, cohort::partition::replicated(n, ranks));
+  cohort::distributed_buffer<int> y(group, cohort::partition::replicated(n, ranks));
+  cohort::all_reduce(*nccl, x, y, cohort::sum);
+  nccl->wait(60s);
+  cohort::stream origin(group.device(0));
+  cudaGraph_t graph = nullptr;
+  cohort::check_cuda(cudaStreamBeginCapture(origin.native_handle(), cudaStreamCaptureModeGlobal),
+                     "begin capture");
+  group.fork(origin);
+  cohort::all_reduce(*nccl, x, y, cohort::sum);
+  group.join(origin);
+  cohort::check_cuda(cudaStreamEndCapture(origin.native_handle(), &graph), "end capture");
+  cudaGraphExec_t exec = nullptr;
+  cohort::check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  std::atomic<bool> destroyed{false};
+  const auto started = std::chrono::steady_clock::now();
+  std::thread destroy([&] {
+    nccl.reset();
+    destroyed = true;
+  });
+  while (!destroyed && seconds_since(started) < 10.0 + 20.0)
+    std::this_thread::sleep_for(10ms);
+  const double took = seconds_since(started);
+  bool graph_gone = false;
+  if (!destroyed) { // the old destructor: release it by destroying the graph, then fail
+    cohort::check_cuda(cudaGraphExecDestroy(exec), "exec destroy");
+    cohort::check_cuda(cudaGraphDestroy(graph), "graph destroy");
+    graph_gone = true;
+  }
+  destroy.join();
+  CHECK(took < 10.0 + 20.0);
+  if (graph_gone) return;
+  std::vector<std::vector<int>> in(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    in[r] = cohort::testing::random_values<int>(n, 40 + r);
+    x.local(r).copy_from_host(in[r]);
+  }
+  y.fill_bytes(cohort::testing::poison_byte);
+  group.synchronize();
+  cohort::check_cuda(cudaGraphLaunch(exec, origin.native_handle()), "graph launch");
+  origin.synchronize();
+  std::size_t bad = 0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    std::vector<int> out(n);
+    y.local(r).copy_to_host(out);
+    group.synchronize();
+    for (std::size_t i = 0; i < n; ++i) {
+      int total = 0;
+      for (std::size_t q = 0; q < ranks; ++q)
+        total += in[q][i];
+      bad += out[i] != total;
+    }
+  }
+  CHECK(bad == 0); // the communicator was left to the graph, not freed under it
+  cohort::check_cuda(cudaGraphExecDestroy(exec), "exec destroy");
+  cohort::check_cuda(cudaGraphDestroy(graph), "graph destroy");
 }

@@ -106,7 +106,8 @@ namespace detail {
 // What every call checks of its communicator and stream before it enqueues anything: the stream
 // is on the communicator's device, the communicator was not aborted, and a stream being captured
 // is refused for a communicator whose calls are bounded (NCCL hands them to a helper thread, which
-// the capture cannot follow).
+// the capture cannot follow); for a blocking one, the graph is counted (see
+// communicator_state::captured_on).
 inline void require_call(communicator_ref comm, stream_ref stream, std::string_view function) {
   if (stream.device() != comm.device())
     throw_invalid_argument(function, "stream",
@@ -116,11 +117,14 @@ inline void require_call(communicator_ref comm, stream_ref stream, std::string_v
   if (ended(comm))
     throw_invalid_argument(function, "comm",
                            "was aborted (a time-out or an error) or moved from; make a new one.");
-  if (bounded_calls(comm))
-    refuse_capture(stream, function,
-                   "a communicator whose calls are bounded (nccl_calls::bounded) cannot be "
-                   "captured: NCCL hands its calls to a helper thread. Capture the calls of a "
-                   "communicator made with nccl_calls::blocking (the default).");
+  communicator_state* state = state_access::of(comm);
+  if (state == nullptr || !capturing(stream)) return;
+  if (state->bounded_calls())
+    throw_capture_refused(stream, function,
+                          "a communicator whose calls are bounded (nccl_calls::bounded) cannot "
+                          "be captured: NCCL hands its calls to a helper thread. Capture the "
+                          "calls of a communicator made with nccl_calls::blocking (the default).");
+  state->captured_on(stream);
 }
 
 // `data` is memory of the communicator's device (not null, not host memory, not another GPU's).

@@ -21,13 +21,17 @@ inline bool capturing(stream_ref stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-// Throws std::logic_error naming `function` when `stream` is being captured; `why` says what
+// Throws std::logic_error naming `function`: `stream` is being captured, and `why` says what
 // cannot be captured and what to do instead.
+[[noreturn]] inline void throw_capture_refused(stream_ref stream, std::string_view function,
+                                               std::string_view why) {
+  throw std::logic_error("cohort::" + std::string(function) + ": the stream on device " +
+                         std::to_string(stream.device().get()) +
+                         " is being captured into a CUDA graph, and " + std::string(why));
+}
+
 inline void refuse_capture(stream_ref stream, std::string_view function, std::string_view why) {
-  if (capturing(stream))
-    throw std::logic_error("cohort::" + std::string(function) + ": the stream on device " +
-                           std::to_string(stream.device().get()) +
-                           " is being captured into a CUDA graph, and " + std::string(why));
+  if (capturing(stream)) throw_capture_refused(stream, function, why);
 }
 
 } // namespace cohort::detail

@@ -8,12 +8,18 @@
 #pragma once
 
 #include "../../devices/scoped_device.cuh"
+#include "../../errors/cuda_error.cuh"
+#include "../../streams/stream_ref.cuh"
 #include "poll.cuh"
 
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 namespace cohort::detail {
 
@@ -38,6 +44,37 @@ class communicator_state {
   // Aborted or destroyed: the handle may be NCCL's next communicator, never to be used again.
   bool ended() const noexcept { return ended_.load(std::memory_order_acquire); }
 
+  // A call of this communicator is being captured on `stream` (being captured): the graph holds
+  // the communicator, and NCCL's finalize (its abort too) waits until every such graph is
+  // destroyed. Each graph is counted once, through a CUDA user object it keeps; its release runs
+  // on a CUDA thread, so it only counts down.
+  void captured_on(stream_ref stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    cudaGraph_t graph = nullptr;
+    check_cuda(cudaStreamGetCaptureInfo(stream.native_handle(), &status, &id, &graph),
+               "cudaStreamGetCaptureInfo", stream.device().get());
+    if (status != cudaStreamCaptureStatusActive || graph == nullptr) return;
+    std::lock_guard<std::mutex> lock(capture_mutex_);
+    if (id == last_capture_) return;
+    auto* held = new std::shared_ptr<std::atomic<int>>(graphs_);
+    cudaUserObject_t object = nullptr;
+    const cudaError_t made = cudaUserObjectCreate(
+        &object, held,
+        [](void* p) {
+          auto* count = static_cast<std::shared_ptr<std::atomic<int>>*>(p);
+          (*count)->fetch_sub(1, std::memory_order_acq_rel);
+          delete count;
+        },
+        1, cudaUserObjectNoDestructorSync);
+    if (made != cudaSuccess) delete held;
+    check_cuda(made, "cudaUserObjectCreate", stream.device().get());
+    graphs_->fetch_add(1, std::memory_order_acq_rel);
+    check_cuda(cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove),
+               "cudaGraphRetainUserObject", stream.device().get());
+    last_capture_ = id;
+  }
+
   // Work was posted that may never complete (an nccl_group ended by an exception, its calls
   // posted without their partners'): ending will abort at once instead of waiting for it.
   void strand() noexcept { stranded_.store(true, std::memory_order_release); }
@@ -52,11 +89,20 @@ class communicator_state {
   // Frees the communicator once its posted work is done, within `timeout`; aborts it where the
   // work does not finish in time (a peer that never comes) or NCCL reports an error. Never
   // throws.
+  //
+  // A communicator that graphs still hold when the time-out has passed is left to them, neither
+  // finalized nor aborted (either would wait for the graphs): it stays usable by their replays
+  // and is never freed.
   void end(std::chrono::milliseconds timeout) noexcept {
     if (ended_.exchange(true, std::memory_order_acq_rel)) return;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (graphs_->load(std::memory_order_acquire) > 0) {
+      if (std::chrono::steady_clock::now() > deadline) return; // left to the graphs
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     try {
       scoped_device on(device_);
-      if (stranded_.load(std::memory_order_acquire) || !finish(timeout)) abort_handles();
+      if (stranded_.load(std::memory_order_acquire) || !finish(deadline)) abort_handles();
     } catch (...) {
       abort_handles();
     }
@@ -71,8 +117,7 @@ class communicator_state {
 
   // Finalize (flush posted work) and destroy; false, with nothing freed that abort_handles would
   // free twice, where that cannot be done before the deadline.
-  bool finish(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool finish(std::chrono::steady_clock::time_point deadline) {
     // Only a non-blocking communicator's finalize returns at once: poll that one (the guard
     // drains the streams it shares with the blocking one, and so waits for the latter's kernels).
     ncclComm_t pollable = guard_ != nullptr ? guard_ : handle_;
@@ -106,6 +151,10 @@ class communicator_state {
   device_ref device_;
   std::atomic<bool> ended_{false};
   std::atomic<bool> stranded_{false};
+  std::mutex capture_mutex_;
+  unsigned long long last_capture_ = 0; // capture ids start at 1
+  // Live graphs holding the communicator; shared with their user objects, which may outlive this.
+  std::shared_ptr<std::atomic<int>> graphs_ = std::make_shared<std::atomic<int>>(0);
 };
 
 } // namespace cohort::detail
