@@ -566,6 +566,39 @@ cohort::device_group every_gpu() {
   return cohort::device_group(cohort::devices());
 }
 
+// `work` captured on `origin` (the group's streams forked from it and joined back) and
+// instantiated; destroyed with the object or by destroy().
+struct captured_graph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+
+  template <class F>
+  captured_graph(cohort::device_group& group, cohort::stream_ref origin, cudaStreamCaptureMode mode,
+                 F&& work) {
+    cohort::check_cuda(cudaStreamBeginCapture(origin.native_handle(), mode),
+                       "cudaStreamBeginCapture");
+    group.fork(origin);
+    work();
+    group.join(origin);
+    cohort::check_cuda(cudaStreamEndCapture(origin.native_handle(), &graph),
+                       "cudaStreamEndCapture");
+    cohort::check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  }
+  captured_graph(const captured_graph&) = delete;
+  captured_graph& operator=(const captured_graph&) = delete;
+  ~captured_graph() { destroy(); }
+
+  void launch(cohort::stream_ref on) {
+    cohort::check_cuda(cudaGraphLaunch(exec, on.native_handle()), "cudaGraphLaunch");
+  }
+  void destroy() {
+    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    exec = nullptr;
+    graph = nullptr;
+  }
+};
+
 } // namespace
 
 // On one GPU the clique has one rank (NCCL allows one rank per GPU); with two or more, every one.
@@ -582,14 +615,7 @@ TEST_CASE("a clique's collectives captured into a CUDA graph replay right, mixed
   for (const auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
     CAPTURE(static_cast<int>(mode));
     cohort::stream origin(group.device(0));
-    cudaGraph_t graph = nullptr;
-    cohort::check_cuda(cudaStreamBeginCapture(origin.native_handle(), mode), "begin capture");
-    group.fork(origin);
-    work.call(nccl);
-    group.join(origin);
-    cohort::check_cuda(cudaStreamEndCapture(origin.native_handle(), &graph), "end capture");
-    cudaGraphExec_t exec = nullptr;
-    cohort::check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    captured_graph graph(group, origin, mode, [&] { work.call(nccl); });
     std::size_t bad_replays = 0;
     for (unsigned k = 1; k <= 100; ++k) {
       work.prepare(k);
@@ -597,14 +623,12 @@ TEST_CASE("a clique's collectives captured into a CUDA graph replay right, mixed
         work.call(nccl);
         nccl.wait(120s);
       } else {
-        cohort::check_cuda(cudaGraphLaunch(exec, origin.native_handle()), "graph launch");
+        graph.launch(origin);
         origin.synchronize();
       }
       bad_replays += work.wrong() != 0;
     }
     CHECK(bad_replays == 0);
-    cohort::check_cuda(cudaGraphExecDestroy(exec), "exec destroy");
-    cohort::check_cuda(cudaGraphDestroy(graph), "graph destroy");
   }
 }
 
@@ -632,21 +656,10 @@ TEST_CASE("span collectives of a clique's ranks captured in one nccl_group repla
   for (const auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
     CAPTURE(static_cast<int>(mode));
     cohort::stream origin(group.device(0));
-    cudaGraph_t graph = nullptr;
-    cohort::check_cuda(cudaStreamBeginCapture(origin.native_handle(), mode), "begin capture");
-    group.fork(origin);
-    call();
-    group.join(origin);
-    cohort::check_cuda(cudaStreamEndCapture(origin.native_handle(), &graph), "end capture");
-    cudaGraphExec_t exec = nullptr;
-    cohort::check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    captured_graph graph(group, origin, mode, call);
     std::size_t bad = 0;
     for (unsigned k = 0; k < 100; ++k) {
-      std::vector<std::vector<int>> in(ranks);
-      for (std::size_t r = 0; r < ranks; ++r) {
-        in[r] = cohort::testing::random_values<int>(n, 1000 + k * 7 + r);
-        x.local(r).copy_from_host(in[r]);
-      }
+      const auto in = fresh_inputs(x, 1000 + k * 7);
       y.fill_bytes(cohort::testing::poison_byte);
       b.fill_bytes(cohort::testing::poison_byte);
       group.synchronize();
@@ -654,26 +667,12 @@ TEST_CASE("span collectives of a clique's ranks captured in one nccl_group repla
         call();
         nccl.wait(120s);
       } else {
-        cohort::check_cuda(cudaGraphLaunch(exec, origin.native_handle()), "graph launch");
+        graph.launch(origin);
         origin.synchronize();
       }
-      for (std::size_t r = 0; r < ranks; ++r) {
-        std::vector<int> out(n), root(n);
-        y.local(r).copy_to_host(out);
-        b.local(r).copy_to_host(root);
-        group.synchronize();
-        for (std::size_t i = 0; i < n; ++i) {
-          int total = 0;
-          for (std::size_t q = 0; q < ranks; ++q)
-            total += in[q][i];
-          bad += out[i] != total;
-          bad += root[i] != in[0][i];
-        }
-      }
+      bad += wrong_sums(group, y, in, &b);
     }
     CHECK(bad == 0);
-    cohort::check_cuda(cudaGraphExecDestroy(exec), "exec destroy");
-    cohort::check_cuda(cudaGraphDestroy(graph), "graph destroy");
   }
 }
 
@@ -734,15 +733,8 @@ TEST_CASE("a communicator destroyed while a graph holds its calls returns within
   cohort::all_reduce(*nccl, x, y, cohort::sum);
   nccl->wait(60s);
   cohort::stream origin(group.device(0));
-  cudaGraph_t graph = nullptr;
-  cohort::check_cuda(cudaStreamBeginCapture(origin.native_handle(), cudaStreamCaptureModeGlobal),
-                     "begin capture");
-  group.fork(origin);
-  cohort::all_reduce(*nccl, x, y, cohort::sum);
-  group.join(origin);
-  cohort::check_cuda(cudaStreamEndCapture(origin.native_handle(), &graph), "end capture");
-  cudaGraphExec_t exec = nullptr;
-  cohort::check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  captured_graph graph(group, origin, cudaStreamCaptureModeGlobal,
+                       [&] { cohort::all_reduce(*nccl, x, y, cohort::sum); });
   std::atomic<bool> destroyed{false};
   const auto started = std::chrono::steady_clock::now();
   std::thread destroy([&] {
@@ -754,35 +746,17 @@ TEST_CASE("a communicator destroyed while a graph holds its calls returns within
   const double took = seconds_since(started);
   bool graph_gone = false;
   if (!destroyed) { // the old destructor: release it by destroying the graph, then fail
-    cohort::check_cuda(cudaGraphExecDestroy(exec), "exec destroy");
-    cohort::check_cuda(cudaGraphDestroy(graph), "graph destroy");
+    graph.destroy();
     graph_gone = true;
   }
   destroy.join();
   CHECK(took < 10.0 + 20.0);
   if (graph_gone) return;
-  std::vector<std::vector<int>> in(ranks);
-  for (std::size_t r = 0; r < ranks; ++r) {
-    in[r] = cohort::testing::random_values<int>(n, 40 + r);
-    x.local(r).copy_from_host(in[r]);
-  }
+  const auto in = fresh_inputs(x, 40);
   y.fill_bytes(cohort::testing::poison_byte);
   group.synchronize();
-  cohort::check_cuda(cudaGraphLaunch(exec, origin.native_handle()), "graph launch");
+  graph.launch(origin);
   origin.synchronize();
-  std::size_t bad = 0;
-  for (std::size_t r = 0; r < ranks; ++r) {
-    std::vector<int> out(n);
-    y.local(r).copy_to_host(out);
-    group.synchronize();
-    for (std::size_t i = 0; i < n; ++i) {
-      int total = 0;
-      for (std::size_t q = 0; q < ranks; ++q)
-        total += in[q][i];
-      bad += out[i] != total;
-    }
-  }
-  CHECK(bad == 0); // the communicator was left to the graph, not freed under it
-  cohort::check_cuda(cudaGraphExecDestroy(exec), "exec destroy");
-  cohort::check_cuda(cudaGraphDestroy(graph), "graph destroy");
+  // The communicator was left to the graph, not freed under it.
+  CHECK(wrong_sums(group, y, in) == 0);
 }
