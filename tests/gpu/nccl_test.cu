@@ -566,6 +566,39 @@ cohort::device_group every_gpu() {
   return cohort::device_group(cohort::devices());
 }
 
+// Fresh random values in every rank's shard of `x`, returned for the host reference.
+std::vector<std::vector<int>> fresh_inputs(cohort::distributed_buffer<int>& x, unsigned seed) {
+  std::vector<std::vector<int>> in(x.shards());
+  for (std::size_t r = 0; r < in.size(); ++r) {
+    in[r] = cohort::testing::random_values<int>(x.shard(r).data.size(), seed + r);
+    x.local(r).copy_from_host(in[r]);
+  }
+  return in;
+}
+
+// Elements of `y`'s shards that are not the sum over ranks of `in`, and (where `root` is given)
+// elements of `root`'s shards that are not rank 0's input.
+std::size_t wrong_sums(cohort::device_group& group, const cohort::distributed_buffer<int>& y,
+                       const std::vector<std::vector<int>>& in,
+                       const cohort::distributed_buffer<int>* root = nullptr) {
+  std::size_t bad = 0;
+  const std::size_t n = in[0].size();
+  for (std::size_t r = 0; r < in.size(); ++r) {
+    std::vector<int> out(n), from_root(n);
+    y.local(r).copy_to_host(out);
+    if (root != nullptr) root->local(r).copy_to_host(from_root);
+    group.synchronize();
+    for (std::size_t i = 0; i < n; ++i) {
+      int total = 0;
+      for (const auto& mine : in)
+        total += mine[i];
+      bad += out[i] != total;
+      if (root != nullptr) bad += from_root[i] != in[0][i];
+    }
+  }
+  return bad;
+}
+
 // `work` captured on `origin` (the group's streams forked from it and joined back) and
 // instantiated; destroyed with the object or by destroy().
 struct captured_graph {
