@@ -56,3 +56,22 @@ TEST_CASE("reading an id that never appears times out with advice") {
       cohort::unique_id::read_file("no/such/cohort.id", std::chrono::milliseconds(50)),
       doctest::Contains("did not appear within 50 ms"), std::runtime_error);
 }
+
+// NCCL frees an aborted communicator at once and may put the next one at the same address; the
+// record of the abort belongs to the communicator, so the next one is not taken for it (the old
+// registry, keyed by address, forgot A's abort when B was made, and A's owner then freed B).
+// NCCL's abort and finalize do nothing for a null communicator, so this runs without a GPU.
+TEST_CASE("an abort is recorded for its communicator, not for an address NCCL can hand out again") {
+  const ncclComm_t same_address = nullptr;
+  cohort::detail::communicator_state a(same_address, nullptr, true, cohort::device_ref{0});
+  CHECK_FALSE(a.ended());
+  CHECK(a.abort());       // a time-out in a call made through a ref of A
+  CHECK_FALSE(a.abort()); // once: whoever comes second does nothing
+  cohort::detail::communicator_state b(same_address, nullptr, true, cohort::device_ref{0});
+  CHECK(a.ended());                    // A's owner still knows not to use or free it...
+  CHECK_FALSE(b.ended());              // ...and B, at the same address, is usable
+  a.end(std::chrono::milliseconds(0)); // A's owner going away frees nothing of B's
+  CHECK_FALSE(b.ended());
+  b.end(std::chrono::milliseconds(0));
+  CHECK(b.ended());
+}

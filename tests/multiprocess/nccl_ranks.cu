@@ -1,8 +1,10 @@
 // One rank per process under mpirun (or srun): bootstrap from the launcher's environment (or,
 // built with COHORT_TEST_USE_MPI, from MPI itself), then all_reduce, all_gather and a ring of
 // sends checked against what every rank can compute itself.
-// Usage: mpirun -np N nccl_ranks <id file>. Prints "rank R ok" per rank; "SKIPPED: ..." where the
-// machine has fewer GPUs than ranks.
+// Usage: mpirun -np N nccl_ranks <id file> [late_peer]. Prints "rank R ok" per rank; "SKIPPED: ..."
+// where the machine has fewer GPUs than ranks. With `late_peer`, rank 0 then posts an all_reduce
+// on a communicator with a 10 s time-out that the other ranks never join, and destroys it: it must
+// return within the time-out (plus slack) instead of waiting for them forever.
 #include <cohort/cohort.cuh>
 #if COHORT_TEST_USE_MPI
 #include <cohort/nccl/mpi_bootstrap.cuh>
@@ -10,9 +12,47 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 int run(int argc, char** argv);
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Rank 0 posts a collective the others never join, then destroys its communicator; the others
+// wait (bounded) for rank 0's word that it is done, so that they stay away but alive.
+bool late_peer(cohort::communicator& comm, const std::string& done_file) {
+  using namespace std::chrono_literals;
+  const int rank = comm.rank();
+  cohort::communicator short_lived = comm.split(0, rank, 10s);
+  cohort::stream s(comm.device());
+  cohort::device_buffer<float> x(1 << 16, s);
+  x.fill_bytes(0);
+  cohort::all_reduce(short_lived, x.span(), cohort::sum, s); // every rank: connects the peers
+  short_lived.wait(s, 60s);
+  if (rank != 0) {
+    const auto started = std::chrono::steady_clock::now();
+    while (!std::ifstream(done_file) && seconds_since(started) < 120)
+      std::this_thread::sleep_for(50ms);
+    return true;
+  }
+  cohort::all_reduce(short_lived, x.span(), cohort::sum, s); // nobody else comes
+  const auto started = std::chrono::steady_clock::now();
+  { cohort::communicator doomed = std::move(short_lived); }
+  const double took = seconds_since(started);
+  std::ofstream(done_file) << "done\n";
+  std::printf("rank 0: destroyed a communicator with an unjoined collective in %.1f s\n", took);
+  s.synchronize(); // the aborted collective has left the stream
+  return took >= 9.9 && took < 10.0 + 20.0;
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
 #if COHORT_TEST_USE_MPI
@@ -42,15 +82,19 @@ int run(int argc, char** argv) {
   }
   try {
 #if COHORT_TEST_USE_MPI
-    cohort::communicator comm = cohort::bootstrap_from_mpi(MPI_COMM_WORLD, std::chrono::seconds(120));
+    cohort::communicator comm =
+        cohort::bootstrap_from_mpi(MPI_COMM_WORLD, std::chrono::seconds(120));
 #else
-    cohort::communicator comm = cohort::bootstrap_from_environment(argv[1], std::chrono::seconds(120));
+    cohort::communicator comm =
+        cohort::bootstrap_from_environment(argv[1], std::chrono::seconds(120));
 #endif
     const int rank = comm.rank(), size = comm.size();
     cohort::stream s(comm.device());
     const std::size_t n = 1000003;
     // Rank r holds r + i % 100: every rank can compute what the others hold.
-    auto value = [](int r, std::size_t i) { return static_cast<float>(r) + static_cast<float>(i % 100); };
+    auto value = [](int r, std::size_t i) {
+      return static_cast<float>(r) + static_cast<float>(i % 100);
+    };
     std::vector<float> mine(n);
     for (std::size_t i = 0; i < n; ++i)
       mine[i] = value(rank, i);
@@ -84,6 +128,13 @@ int run(int argc, char** argv) {
     }
     if (wrong != 0) {
       std::printf("rank %d: %zu wrong elements\n", rank, wrong);
+      return 1;
+    }
+    if (argc > 2 && std::string(argv[2]) == "late_peer" &&
+        !late_peer(comm, std::string(argv[1]) + ".done")) {
+      std::printf("rank %d: destroying a communicator with an unjoined collective was not "
+                  "bounded by its time-out\n",
+                  rank);
       return 1;
     }
     std::printf("rank %d ok\n", rank);

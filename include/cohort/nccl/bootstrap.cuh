@@ -10,8 +10,8 @@
 // a shared file system.
 #pragma once
 
-#include "communicator.cuh"
 #include "../communication/launch_environment.cuh"
+#include "communicator.cuh"
 
 #include <chrono>
 #include <cstdlib>

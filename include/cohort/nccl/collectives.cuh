@@ -12,7 +12,9 @@
 // Data movement (broadcast, all_gather, send, recv) takes any trivially copyable type (its bytes
 // travel as uint8); reductions take NCCL's own types only. Spans are libcu++'s cuda::std::span
 // (a device_buffer's span() or a shard's data), memory of the communicator's device, as is the
-// stream.
+// stream. A blocking communicator's calls (nccl_calls::blocking, the default) can be captured into
+// a CUDA graph; a bounded one's refuse a stream being captured (std::logic_error), and an aborted
+// communicator's are refused (std::invalid_argument), before anything is enqueued.
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
@@ -23,6 +25,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <exception>
 #include <type_traits>
 #include <vector>
 
@@ -36,10 +39,15 @@ namespace cohort {
 // answers a group with ncclInProgress, `end()` waits, bounded by each communicator's time-out,
 // until NCCL has taken every operation of the group, as NCCL requires before a communicator is
 // used again.
+//
+// A group left open by an exception has posted its calls without the calls that were to follow:
+// the communicators it used are marked so that their destruction aborts them at once rather than
+// waiting their time-out for partners that never come.
 class nccl_group {
  public:
   nccl_group()
-      : outer_(current()) {
+      : outer_(current())
+      , exceptions_(std::uncaught_exceptions()) {
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     current() = this;
   }
@@ -47,6 +55,9 @@ class nccl_group {
   nccl_group& operator=(const nccl_group&) = delete;
   ~nccl_group() {
     if (!open_) return;
+    if (std::uncaught_exceptions() > exceptions_)
+      for (const communicator_ref& c : used_)
+        detail::strand(c);
     try {
       end();
     } catch (...) { // destructors never throw; call end() to see the error
@@ -85,18 +96,35 @@ class nccl_group {
   }
 
   nccl_group* outer_;
+  int exceptions_;
   bool open_ = true;
   std::vector<communicator_ref> used_;
 };
 
 namespace detail {
 
-inline void require_stream_of(communicator_ref comm, stream_ref stream, std::string_view function) {
+// What every call checks of its communicator and stream before it enqueues anything: the stream
+// is on the communicator's device, the communicator was not aborted, and a stream being captured
+// is refused for a communicator whose calls are bounded (NCCL hands them to a helper thread, which
+// the capture cannot follow); for a blocking one, the graph is counted (see
+// communicator_state::captured_on).
+inline void require_call(communicator_ref comm, stream_ref stream, std::string_view function) {
   if (stream.device() != comm.device())
     throw_invalid_argument(function, "stream",
                            "is on device " + std::to_string(stream.device().get()) +
                                " but the communicator's rank is on device " +
                                std::to_string(comm.device().get()) + ".");
+  if (ended(comm))
+    throw_invalid_argument(function, "comm",
+                           "was aborted (a time-out or an error) or moved from; make a new one.");
+  communicator_state* state = state_access::of(comm);
+  if (state == nullptr || !capturing(stream)) return;
+  if (state->bounded_calls())
+    throw_capture_refused(stream, function,
+                          "a communicator whose calls are bounded (nccl_calls::bounded) cannot "
+                          "be captured: NCCL hands its calls to a helper thread. Capture the "
+                          "calls of a communicator made with nccl_calls::blocking (the default).");
+  state->captured_on(stream);
 }
 
 // `data` is memory of the communicator's device (not null, not host memory, not another GPU's).
@@ -149,7 +177,7 @@ requires std::same_as<std::remove_const_t<S>, T>
 void all_reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
                 [[maybe_unused]] Op op, stream_ref stream) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
-  detail::require_stream_of(comm, stream, "all_reduce");
+  detail::require_call(comm, stream, "all_reduce");
   detail::require_count(recv.size(), send.size(), "all_reduce", "recv", "the size of 'send'");
   detail::require_on_device(comm, send, "all_reduce", "send");
   detail::require_on_device(comm, recv, "all_reduce", "recv");
@@ -171,7 +199,7 @@ requires std::same_as<std::remove_const_t<S>, T>
 void reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
             [[maybe_unused]] Op op, int root, stream_ref stream) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
-  detail::require_stream_of(comm, stream, "reduce");
+  detail::require_call(comm, stream, "reduce");
   detail::require_rank(comm, root, "reduce", "root");
   detail::require_count(recv.size(), send.size(), "reduce", "recv", "the size of 'send'");
   detail::require_on_device(comm, send, "reduce", "send");
@@ -190,7 +218,7 @@ requires std::same_as<std::remove_const_t<S>, T>
 void broadcast(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv, int root,
                stream_ref stream) {
   detail::require_movable<T>();
-  detail::require_stream_of(comm, stream, "broadcast");
+  detail::require_call(comm, stream, "broadcast");
   detail::require_rank(comm, root, "broadcast", "root");
   detail::require_count(recv.size(), send.size(), "broadcast", "recv", "the size of 'send'");
   if (comm.rank() == root) detail::require_on_device(comm, send, "broadcast", "send");
@@ -214,7 +242,7 @@ requires std::same_as<std::remove_const_t<S>, T>
 void all_gather(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
                 stream_ref stream) {
   detail::require_movable<T>();
-  detail::require_stream_of(comm, stream, "all_gather");
+  detail::require_call(comm, stream, "all_gather");
   detail::require_count(recv.size(), send.size() * comm.size(), "all_gather", "recv",
                         "size() times the size of 'send'");
   detail::require_on_device(comm, send, "all_gather", "send");
@@ -236,7 +264,7 @@ requires std::same_as<std::remove_const_t<S>, T>
 void reduce_scatter(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
                     [[maybe_unused]] Op op, stream_ref stream) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
-  detail::require_stream_of(comm, stream, "reduce_scatter");
+  detail::require_call(comm, stream, "reduce_scatter");
   detail::require_count(send.size(), recv.size() * comm.size(), "reduce_scatter", "send",
                         "size() times the size of 'recv'");
   detail::require_on_device(comm, send, "reduce_scatter", "send");
@@ -256,7 +284,7 @@ template <class S>
 void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref stream) {
   using T = std::remove_const_t<S>;
   detail::require_movable<T>();
-  detail::require_stream_of(comm, stream, "send");
+  detail::require_call(comm, stream, "send");
   detail::require_rank(comm, peer, "send", "peer");
   detail::require_on_device(comm, data, "send", "data");
   using w = detail::wire<T>;
@@ -268,7 +296,7 @@ void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref s
 template <class T>
 void recv(communicator_ref comm, cuda::std::span<T> data, int peer, stream_ref stream) {
   detail::require_movable<T>();
-  detail::require_stream_of(comm, stream, "recv");
+  detail::require_call(comm, stream, "recv");
   detail::require_rank(comm, peer, "recv", "peer");
   detail::require_on_device(comm, data, "recv", "data");
   using w = detail::wire<T>;

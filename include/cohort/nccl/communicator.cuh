@@ -4,8 +4,9 @@
 // non-blocking with a timeout: if a peer never joins, the creating call throws `timeout_error`
 // naming the rank and the time instead of hanging. `wait` bounds a collective the same way, and an
 // asynchronous NCCL error aborts the communicator and raises; a new one can be made afterwards.
-// How its later calls behave is chosen at creation (`nccl_calls`): as fast as raw NCCL
-// (blocking, the default) or each bounded by the time-out (bounded).
+// Destroying it is bounded by its time-out too: posted work that never finishes (a peer that died
+// or never joined) is aborted. How its later calls behave is chosen at creation (`nccl_calls`):
+// as fast as raw NCCL (blocking, the default) or each bounded by the time-out (bounded).
 //
 //   // one process per GPU (see bootstrap.cuh for the launcher's environment):
 //   auto comm = cohort::communicator::create(id, world_size, rank, cohort::device_ref{local_rank});
@@ -14,217 +15,27 @@
 //   comm.wait(stream, std::chrono::seconds(30));   // throws instead of hanging forever
 #pragma once
 
-#include "../devices/scoped_device.cuh"
 #include "../errors/argument_error.cuh"
 #include "../errors/nccl_error.cuh"
 #include "../execution/device_group.cuh"
 #include "../streams/stream_ref.cuh"
+#include "communicator_ref.cuh"
+#include "detail/capture.cuh"
+#include "detail/create.cuh"
+#include "detail/poll.cuh"
+#include "timeouts.cuh"
 #include "unique_id.cuh"
 
 #include <nccl.h>
 
 #include <chrono>
-#include <mutex>
-#include <stdexcept>
+#include <memory>
+#include <span>
 #include <string>
-#include <thread>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 namespace cohort {
-
-// A communicator operation did not finish in time; the communicator was aborted.
-class timeout_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-inline constexpr std::chrono::milliseconds default_nccl_timeout{std::chrono::minutes(5)};
-
-// How a communicator's calls behave once it exists (creation is bounded by the time-out either
-// way).
-enum class nccl_calls {
-  // NCCL's blocking communicator, made by splitting the bounded one once every rank has joined:
-  // each call costs what a raw NCCL call costs. A collective a peer never joins can block the
-  // host in its first call with that peer (while NCCL connects); a stall after the call returned
-  // is bounded by `communicator::wait`. A split of such a communicator blocks until every rank
-  // splits.
-  blocking,
-  // NCCL's non-blocking communicator: every call (splits included) returns within the time-out,
-  // or aborts the communicator and throws. NCCL hands each call to a helper thread, which adds
-  // tens of microseconds to every call (docs/performance.md).
-  bounded,
-};
-
-class communicator_ref {
- public:
-  communicator_ref(ncclComm_t handle, int rank, int size, device_ref device,
-                   std::chrono::milliseconds timeout = default_nccl_timeout) noexcept
-      : handle_(handle)
-      , rank_(rank)
-      , size_(size)
-      , device_(device)
-      , timeout_(timeout) {}
-  communicator_ref(std::nullptr_t, int, int, device_ref) = delete;
-
-  ncclComm_t native_handle() const noexcept { return handle_; }
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
-  device_ref device() const noexcept { return device_; }
-  // How long a call may wait for NCCL to take an operation (peers included) before the
-  // communicator is aborted and the call throws `timeout_error`.
-  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
-
- protected:
-  ncclComm_t handle_;
-  int rank_;
-  int size_;
-  device_ref device_;
-  std::chrono::milliseconds timeout_;
-};
-
-namespace detail {
-
-// Communicators aborted through a non-owning handle (a time-out inside a collective call): their
-// owners must neither use nor free them again. An address leaves the set when NCCL hands it out
-// anew.
-class aborted_communicators {
- public:
-  static void abort(ncclComm_t handle) noexcept {
-    std::lock_guard<std::mutex> lock(mutex());
-    try {
-      if (set().insert(handle).second) (void)ncclCommAbort(handle);
-    } catch (...) { // no memory to remember it: abort anyway; the owner may abort it again
-      (void)ncclCommAbort(handle);
-    }
-  }
-  static bool contains(ncclComm_t handle) noexcept {
-    std::lock_guard<std::mutex> lock(mutex());
-    return set().count(handle) != 0;
-  }
-  static void forget(ncclComm_t handle) noexcept {
-    std::lock_guard<std::mutex> lock(mutex());
-    set().erase(handle);
-  }
-
- private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::unordered_set<ncclComm_t>& set() {
-    static std::unordered_set<ncclComm_t> s;
-    return s;
-  }
-};
-
-// Between two polls of NCCL: yield for the first few thousand (a call NCCL hands to its helper
-// thread is taken within microseconds, and a sleep would cost a whole scheduler tick), then sleep
-// briefly so that a long wait does not burn a core.
-inline void pause(unsigned spins) {
-  if (spins < 4096)
-    std::this_thread::yield();
-  else
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-}
-
-inline std::string rank_text(int rank, int size) {
-  return "rank " + std::to_string(rank) + " of " + std::to_string(size);
-}
-
-// Polls a non-blocking communicator until its last operation is done. On an error or when
-// `deadline` passes, aborts it and throws.
-inline void wait_until_done(ncclComm_t comm, std::chrono::steady_clock::time_point deadline,
-                            std::string_view what, int device, int rank, int size,
-                            std::chrono::milliseconds timeout) {
-  for (unsigned spins = 0;;) {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
-    if (queried != ncclSuccess) state = queried;
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress) {
-      aborted_communicators::abort(comm);
-      throw nccl_error(state, what, device, rank);
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      aborted_communicators::abort(comm);
-      throw timeout_error(std::string(what) + " on device " + std::to_string(device) + " (" +
-                          rank_text(rank, size) + ") did not finish within " +
-                          std::to_string(timeout.count()) +
-                          " ms: a peer rank never joined or is stuck. The communicator was "
-                          "aborted; check the other ranks, then make a new one.");
-    }
-    pause(spins++);
-  }
-}
-
-// The same for a communicator's last operation, bounded by the communicator's own time-out.
-inline void wait_until_taken(communicator_ref comm, std::string_view what) {
-  wait_until_done(comm.native_handle(), std::chrono::steady_clock::now() + comm.timeout(), what,
-                  comm.device().get(), comm.rank(), comm.size(), comm.timeout());
-}
-
-inline ncclConfig_t nonblocking_config() {
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  return config;
-}
-
-inline ncclConfig_t config_for(nccl_calls calls) {
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = calls == nccl_calls::blocking ? 1 : 0;
-  return config;
-}
-
-} // namespace detail
-
-class communicator;
-
-namespace detail {
-// Splits communicators driven from this thread together, in one NCCL group: rank i of `parents`
-// joins color colors[i] at key keys[i], its calls as `calls` says. Waits until NCCL has made them,
-// bounded by `deadline` where NCCL lets the wait be bounded; on failure aborts what was made.
-inline std::vector<ncclComm_t> split_together(const std::vector<communicator_ref>& parents,
-                                              const std::vector<int>& colors,
-                                              const std::vector<int>& keys, nccl_calls calls,
-                                              std::chrono::steady_clock::time_point deadline,
-                                              std::string_view what) {
-  std::vector<ncclComm_t> made(parents.size(), nullptr);
-  std::vector<ncclConfig_t> configs(parents.size(), config_for(calls));
-  auto abort_made = [&] {
-    for (ncclComm_t c : made)
-      if (c != nullptr) (void)ncclCommAbort(c);
-  };
-  check_nccl(ncclGroupStart(), "ncclGroupStart");
-  ncclResult_t started = ncclSuccess;
-  for (std::size_t i = 0;
-       i < parents.size() && (started == ncclSuccess || started == ncclInProgress); ++i) {
-    scoped_device on(parents[i].device());
-    started = ncclCommSplit(parents[i].native_handle(), colors[i], keys[i], &made[i], &configs[i]);
-  }
-  const ncclResult_t ended = ncclGroupEnd();
-  if ((started != ncclSuccess && started != ncclInProgress) ||
-      (ended != ncclSuccess && ended != ncclInProgress)) {
-    abort_made();
-    throw nccl_error(started != ncclSuccess && started != ncclInProgress ? started : ended, what,
-                     parents[0].device().get(), parents[0].rank());
-  }
-  try {
-    for (std::size_t i = 0; i < parents.size(); ++i) {
-      const communicator_ref& p = parents[i];
-      wait_until_done(p.native_handle(), deadline, what, p.device().get(), p.rank(), p.size(),
-                      p.timeout());
-      if (made[i] == nullptr) throw nccl_error(ncclInternalError, what, p.device().get(), p.rank());
-      wait_until_done(made[i], deadline, what, p.device().get(), p.rank(), p.size(), p.timeout());
-    }
-  } catch (...) {
-    abort_made();
-    throw;
-  }
-  return made;
-}
-} // namespace detail
 
 class communicator : public communicator_ref {
  public:
@@ -238,21 +49,8 @@ class communicator : public communicator_ref {
                              "must be in [0, size); got " + std::to_string(rank) + " of " +
                                  std::to_string(size) + ".");
     detail::require_valid_device(device, "communicator::create", "device");
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    scoped_device on(device);
-    ncclConfig_t config = detail::nonblocking_config();
-    ncclComm_t comm = nullptr;
-    const ncclResult_t started = ncclCommInitRankConfig(&comm, size, id.native(), rank, &config);
-    if (started != ncclSuccess && started != ncclInProgress) {
-      if (comm != nullptr) (void)ncclCommAbort(comm);
-      throw nccl_error(started, "ncclCommInitRankConfig", device.get(), rank);
-    }
-    std::vector<communicator> made;
-    made.push_back(communicator(comm, rank, size, device, timeout, nccl_calls::bounded));
-    detail::wait_until_done(comm, deadline, "ncclCommInitRankConfig", device.get(), rank, size,
-                            timeout);
-    if (calls == nccl_calls::blocking) made = blocking_twins(made, deadline);
-    return std::move(made[0]);
+    return std::move(
+        make(id, {{nullptr, device, rank, size}}, timeout, calls, "ncclCommInitRankConfig")[0]);
   }
 
   // One rank per member of `group` (rank i on member i), made together in this process. An
@@ -267,55 +65,30 @@ class communicator : public communicator_ref {
           "peer-to-peer engine) for collectives on an emulated group, or make the clique over "
           "distinct GPUs.");
     const int size = static_cast<int>(group.size());
-    const unique_id id = unique_id::create();
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::vector<ncclComm_t> handles(group.size(), nullptr);
-    std::vector<ncclConfig_t> configs(group.size(), detail::nonblocking_config());
-    ncclResult_t started = ncclGroupStart();
-    check_nccl(started, "ncclGroupStart");
-    for (int r = 0; r < size && started == ncclSuccess; ++r) {
-      scoped_device on(group.device(r));
-      started = ncclCommInitRankConfig(&handles[r], size, id.native(), r, &configs[r]);
-      if (started == ncclInProgress) started = ncclSuccess;
-    }
-    ncclResult_t ended = ncclGroupEnd();
-    if (started != ncclSuccess || (ended != ncclSuccess && ended != ncclInProgress)) {
-      for (ncclComm_t h : handles)
-        if (h != nullptr) (void)ncclCommAbort(h);
-      throw nccl_error(started != ncclSuccess ? started : ended, "ncclCommInitRankConfig (clique)",
-                       group.device(0).get(), 0);
-    }
-    std::vector<communicator> ranks;
-    ranks.reserve(group.size());
+    std::vector<detail::rank_of> ranks;
     for (int r = 0; r < size; ++r)
-      ranks.push_back(
-          communicator(handles[r], r, size, group.device(r), timeout, nccl_calls::bounded));
-    for (communicator& c : ranks)
-      detail::wait_until_done(c.handle_, deadline, "ncclCommInitRankConfig (clique)",
-                              c.device().get(), c.rank(), size, timeout);
-    if (calls == nccl_calls::blocking) return blocking_twins(ranks, deadline);
-    return ranks;
+      ranks.push_back({nullptr, group.device(r), r, size});
+    return make(unique_id::create(), ranks, timeout, calls, "ncclCommInitRankConfig (clique)");
   }
 
   communicator(communicator&& other) noexcept
-      : communicator_ref(std::exchange(other.handle_, nullptr), other.rank_, other.size_,
-                         other.device_, other.timeout_)
-      , calls_(other.calls_) {}
+      : communicator_ref(std::move(other))
+      , calls_(other.calls_) {
+    other.handle_ = nullptr;
+  }
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
-      destroy();
-      handle_ = std::exchange(other.handle_, nullptr);
-      rank_ = other.rank_;
-      size_ = other.size_;
-      device_ = other.device_;
-      timeout_ = other.timeout_;
+      end();
+      communicator_ref::operator=(std::move(other));
       calls_ = other.calls_;
+      other.handle_ = nullptr;
     }
     return *this;
   }
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
-  ~communicator() { destroy(); }
+  // Waits for the communicator's posted work at most its time-out, then aborts it; never throws.
+  ~communicator() { end(); }
 
   // Ranks that pass the same `color` form a new communicator, ordered by `key` (then by rank),
   // whose calls behave as this one's. Every rank of this communicator must call it: for one rank
@@ -325,10 +98,41 @@ class communicator : public communicator_ref {
     detail::require_argument(color >= 0, "communicator::split", "color",
                              "must be 0 or more (ranks that want no communicator are not "
                              "supported here).");
-    const auto made =
-        detail::split_together({*this}, {color}, {key}, calls_,
-                               std::chrono::steady_clock::now() + timeout, "ncclCommSplit");
-    return adopt(made[0], device_, timeout, calls_);
+    detail::require_argument(!empty(), "communicator::split", "this",
+                             "the communicator was aborted or moved from; make a new one.");
+    return std::move(split_together({this}, {color}, {key}, timeout, "ncclCommSplit")[0]);
+  }
+
+  // Splits of ranks driven from this thread, in one NCCL group (for nccl_clique::split): rank i
+  // of `parents` joins colors[i] at keys[i]; the new communicators' calls behave as the parents'.
+  static std::vector<communicator> split_together(const std::vector<const communicator*>& parents,
+                                                  const std::vector<int>& colors,
+                                                  const std::vector<int>& keys,
+                                                  std::chrono::milliseconds timeout,
+                                                  std::string_view what) {
+    const nccl_calls calls = parents[0]->calls_;
+    std::vector<detail::rank_of> ranks;
+    for (const communicator* p : parents)
+      ranks.push_back(detail::rank_info(*p));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    // Blocking children are twins of non-blocking guards made by this split (see with_twins).
+    const auto made = detail::split_together(
+        ranks, colors, keys, detail::nonblocking_config(calls == nccl_calls::blocking), deadline,
+        timeout, what);
+    for (std::size_t i = 0; i < made.size(); ++i) {
+      int rank = 0, size = 0;
+      const ncclResult_t got_rank = ncclCommUserRank(made[i], &rank);
+      const ncclResult_t got_size = ncclCommCount(made[i], &size);
+      if (got_rank != ncclSuccess || got_size != ncclSuccess) {
+        detail::abort_all(made);
+        check_nccl(got_rank != ncclSuccess ? got_rank : got_size, "ncclCommUserRank",
+                   ranks[i].device.get(), ranks[i].rank);
+      }
+      ranks[i] = {made[i], ranks[i].device, rank, size};
+    }
+    return adopt_made(
+        detail::with_twins(made, ranks, calls == nccl_calls::blocking, deadline, timeout, what),
+        ranks, timeout, calls);
   }
 
   // How this communicator's calls behave.
@@ -336,109 +140,116 @@ class communicator : public communicator_ref {
 
   // Waits until the work enqueued so far on `stream` (collectives of this communicator among it)
   // is done. If NCCL reports an error, or `timeout` passes first, aborts the communicator (which
-  // ends the stuck collective) and throws.
+  // ends the stuck collective) and throws. Refuses (std::logic_error) a stream being captured:
+  // the wait would end the capture.
   void wait(stream_ref stream, std::chrono::milliseconds timeout = default_nccl_timeout) {
-    detail::require_argument(!empty(), "communicator::wait", "this",
-                             "the communicator was aborted or moved from; make a new one.");
+    wait_all(
+        std::span<communicator>(this, 1), [&](std::size_t) { return stream; }, timeout,
+        "communicator::wait");
+  }
+
+  // Waits for every rank of `ranks` (rank i's work on `stream_of(i)`) within one `timeout`;
+  // on an error or the time-out, aborts every rank and throws. `function` names the caller.
+  template <class StreamOf>
+  static void wait_all(std::span<communicator> ranks, StreamOf&& stream_of,
+                       std::chrono::milliseconds timeout, std::string_view function) {
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      detail::require_argument(!ranks[i].empty(), function, "this",
+                               "the communicator was aborted or moved from; make a new one.");
+      detail::refuse_capture(stream_of(i), function,
+                             "waiting for it would end the capture: wait after "
+                             "cudaStreamEndCapture, on the stream the graph is launched on.");
+    }
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (unsigned spins = 0;;) {
+    std::vector<bool> done(ranks.size(), false);
+    auto fail = [&](std::size_t i, const detail::poll_outcome& outcome) {
+      for (communicator& c : ranks)
+        c.abort();
+      detail::throw_unfinished(outcome, "a collective", ranks[i].device_.get(), ranks[i].rank_,
+                               ranks[i].size_, timeout);
+    };
+    for (unsigned spins = 0;; ++spins) {
       // A non-blocking communicator may still be handing operations to the stream
       // (ncclInProgress): the stream being idle means nothing until NCCL says ncclSuccess.
-      ncclResult_t state = ncclSuccess;
-      check_nccl(ncclCommGetAsyncError(handle_, &state), "ncclCommGetAsyncError", device_.get(),
-                 rank_);
-      if (state == ncclSuccess && stream.ready()) return;
-      if (state != ncclSuccess && state != ncclInProgress) {
-        abort();
-        throw nccl_error(state, "a collective (asynchronous error)", device_.get(), rank_);
+      std::size_t left = 0;
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        if (done[i]) continue;
+        const ncclResult_t state = detail::async_state(ranks[i].handle_);
+        if (state != ncclSuccess && state != ncclInProgress) fail(i, {state, false});
+        done[i] = state == ncclSuccess && stream_of(i).ready();
+        left += done[i] ? 0 : 1;
       }
-      if (std::chrono::steady_clock::now() > deadline) {
-        abort();
-        throw timeout_error("a collective on device " + std::to_string(device_.get()) + " (" +
-                            detail::rank_text(rank_, size_) + ") did not finish within " +
-                            std::to_string(timeout.count()) +
-                            " ms: some rank never arrived. The communicator was aborted; make a "
-                            "new one to go on.");
-      }
-      detail::pause(spins++);
+      if (left == 0) return;
+      if (std::chrono::steady_clock::now() > deadline)
+        for (std::size_t i = 0; i < ranks.size(); ++i)
+          if (!done[i]) fail(i, {ncclInProgress, true});
+      detail::pause(spins);
     }
   }
 
   // Takes ownership of a communicator NCCL made (rank, size and device as NCCL says); `calls`
-  // says how it was configured (it decides how its splits are made).
+  // says how it was configured. An adopted blocking communicator has no guard to bound its end:
+  // its destruction waits for its work as ncclCommFinalize does; adopt non-blocking ones where
+  // that matters.
   static communicator adopt(ncclComm_t handle, device_ref device,
                             std::chrono::milliseconds timeout = default_nccl_timeout,
                             nccl_calls calls = nccl_calls::blocking) {
     int rank = 0, size = 0;
     check_nccl(ncclCommUserRank(handle, &rank), "ncclCommUserRank", device.get());
     check_nccl(ncclCommCount(handle, &size), "ncclCommCount", device.get(), rank);
-    return communicator(handle, rank, size, device, timeout, calls);
+    return communicator({handle, nullptr}, rank, size, device, timeout, calls);
   }
 
   // Ends every operation of this communicator at once and frees it; it cannot be used after.
   void abort() noexcept {
-    if (handle_ == nullptr) return;
-    detail::aborted_communicators::abort(handle_);
-    detail::aborted_communicators::forget(handle_);
+    if (state_) state_->abort();
+    state_.reset();
     handle_ = nullptr;
   }
 
   // True once aborted (by `abort` or by a time-out in a call that used it) or moved from.
-  bool empty() const noexcept {
-    return handle_ == nullptr || detail::aborted_communicators::contains(handle_);
-  }
+  bool empty() const noexcept { return detail::ended(*this); }
 
  private:
-  communicator(ncclComm_t handle, int rank, int size, device_ref device,
-               std::chrono::milliseconds timeout, nccl_calls calls) noexcept
-      : communicator_ref(handle, rank, size, device, timeout)
-      , calls_(calls) {
-    detail::aborted_communicators::forget(handle); // a fresh communicator at a reused address
+  communicator(detail::made_rank made, int rank, int size, device_ref device,
+               std::chrono::milliseconds timeout, nccl_calls calls)
+      : communicator_ref(std::make_shared<detail::communicator_state>(
+                             made.handle, made.guard, calls == nccl_calls::bounded, device),
+                         rank, size, device, timeout)
+      , calls_(calls) {}
+
+  static std::vector<communicator> make(const unique_id& id,
+                                        const std::vector<detail::rank_of>& ranks,
+                                        std::chrono::milliseconds timeout, nccl_calls calls,
+                                        std::string_view what) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const bool blocking = calls == nccl_calls::blocking;
+    const auto made = detail::init_ranks(id, ranks, blocking, deadline, timeout, what);
+    return adopt_made(detail::with_twins(made, ranks, blocking, deadline, timeout, what), ranks,
+                      timeout, calls);
   }
 
-  // Blocking twins of bounded communicators whose ranks have all joined: a split with one color
-  // keeps every rank and peer. NCCL fixes a communicator's blocking mode when it makes it, so this
-  // is how creation stays bounded while later calls cost what raw NCCL calls cost. The bounded
-  // ones are freed when the caller drops them.
-  static std::vector<communicator> blocking_twins(const std::vector<communicator>& bounded,
-                                                  std::chrono::steady_clock::time_point deadline) {
-    std::vector<communicator_ref> parents(bounded.begin(), bounded.end());
-    std::vector<int> colors(bounded.size(), 0), keys;
-    for (const communicator& c : bounded)
-      keys.push_back(c.rank());
-    const auto made = detail::split_together(parents, colors, keys, nccl_calls::blocking, deadline,
-                                             "ncclCommSplit (blocking twin)");
-    std::vector<communicator> twins;
-    for (std::size_t i = 0; i < made.size(); ++i)
-      twins.push_back(communicator(made[i], bounded[i].rank(), bounded[i].size(),
-                                   bounded[i].device(), bounded[i].timeout(),
-                                   nccl_calls::blocking));
-    return twins;
-  }
-
-  // Finalize (flush pending work, bounded), then destroy; abort if that does not go cleanly.
-  void destroy() noexcept {
-    if (handle_ == nullptr) return;
-    if (detail::aborted_communicators::contains(handle_)) { // NCCL has freed it already
-      detail::aborted_communicators::forget(handle_);
-      handle_ = nullptr;
-      return;
-    }
+  // Owners for ranks NCCL has made; on running out of memory, the ones not yet owned are aborted.
+  static std::vector<communicator> adopt_made(const std::vector<detail::made_rank>& made,
+                                              const std::vector<detail::rank_of>& ranks,
+                                              std::chrono::milliseconds timeout, nccl_calls calls) {
+    std::vector<communicator> owners;
     try {
-      scoped_device on(device_);
-      ncclResult_t state = ncclCommFinalize(handle_);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        if (ncclCommGetAsyncError(handle_, &state) != ncclSuccess) state = ncclSystemError;
-      }
-      if (state == ncclSuccess)
-        (void)ncclCommDestroy(handle_);
-      else
-        (void)ncclCommAbort(handle_);
+      owners.reserve(made.size());
+      for (std::size_t i = 0; i < made.size(); ++i)
+        owners.push_back(
+            communicator(made[i], ranks[i].rank, ranks[i].size, ranks[i].device, timeout, calls));
     } catch (...) {
-      (void)ncclCommAbort(handle_);
+      for (std::size_t i = owners.size(); i < made.size(); ++i)
+        detail::abort_all({made[i].handle, made[i].guard});
+      throw;
     }
+    return owners;
+  }
+
+  void end() noexcept {
+    if (state_) state_->end(timeout_);
+    state_.reset();
     handle_ = nullptr;
   }
 

@@ -2,14 +2,16 @@
 // and collectives over distributed buffers, grouped for you.
 //
 //   cohort::device_group group(cohort::devices());
-//   cohort::nccl_clique nccl(group);                                  // ranks 0..n-1 on the members
+//   cohort::nccl_clique nccl(group);                         // ranks 0..n-1 on the members
 //   cohort::distributed_buffer<float> grads(group, cohort::partition::replicated(count,
-//   group.size())); cohort::all_reduce(nccl, grads, cohort::avg);                // every shard:
-//   the mean cohort::broadcast(nccl, weights, /*root*/ 0);
+//   group.size())); cohort::all_reduce(nccl, grads, cohort::avg);            // every shard: the
+//   mean cohort::broadcast(nccl, weights, /*root*/ 0);
 //
 // Each shard is one rank's buffer, so the shards of a buffer given to a collective must all have
 // the same size (partition::replicated makes such buffers). Work is enqueued on the members'
-// streams and returns at once.
+// streams and returns at once. The collectives can be captured into a CUDA graph (fork the group's
+// streams from the capturing origin, call them, join) where the clique's calls are blocking (the
+// default); a bounded clique's collectives and `wait` refuse a capture with std::logic_error.
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
@@ -24,8 +26,8 @@ namespace cohort {
 class nccl_clique {
  public:
   explicit nccl_clique(const device_group& group,
-                  std::chrono::milliseconds timeout = default_nccl_timeout,
-                  nccl_calls calls = nccl_calls::blocking)
+                       std::chrono::milliseconds timeout = default_nccl_timeout,
+                       nccl_calls calls = nccl_calls::blocking)
       : group_(&group)
       , ranks_(communicator::create_clique(group, timeout, calls)) {}
 
@@ -37,36 +39,29 @@ class nccl_clique {
   // ordered by `keys[i]` (by rank where keys are not given), their calls as this clique's.
   // Returned in rank order, one per rank.
   std::vector<communicator> split(const std::vector<int>& colors, std::vector<int> keys = {}) {
-    detail::require_count(colors.size(), ranks_.size(), "nccl_clique::split", "colors", "one per rank");
+    detail::require_count(colors.size(), ranks_.size(), "nccl_clique::split", "colors",
+                          "one per rank");
     if (keys.empty())
       for (std::size_t i = 0; i < ranks_.size(); ++i)
         keys.push_back(static_cast<int>(i));
     detail::require_count(keys.size(), ranks_.size(), "nccl_clique::split", "keys", "one per rank");
     for (int c : colors)
       detail::require_argument(c >= 0, "nccl_clique::split", "colors", "must all be 0 or more.");
-    std::vector<communicator_ref> parents(ranks_.begin(), ranks_.end());
-    const auto made = detail::split_together(parents, colors, keys, ranks_[0].calls(),
-                                             std::chrono::steady_clock::now() + ranks_[0].timeout(),
-                                             "ncclCommSplit (nccl_clique)");
-    std::vector<communicator> result;
-    for (std::size_t i = 0; i < made.size(); ++i)
-      result.push_back(
-          communicator::adopt(made[i], ranks_[i].device(), ranks_[i].timeout(), ranks_[i].calls()));
-    return result;
+    std::vector<const communicator*> parents;
+    for (const communicator& c : ranks_) {
+      detail::require_argument(!c.empty(), "nccl_clique::split", "this",
+                               "a rank was aborted; make a new clique.");
+      parents.push_back(&c);
+    }
+    return communicator::split_together(parents, colors, keys, ranks_[0].timeout(),
+                                        "ncclCommSplit (nccl_clique)");
   }
 
-  // Waits (bounded) for every member's stream; aborts every rank and throws on an error or
-  // time-out.
+  // Waits for every member's stream, all within one `timeout`; aborts every rank and throws on an
+  // error or time-out. Refuses (std::logic_error) streams being captured.
   void wait(std::chrono::milliseconds timeout = default_nccl_timeout) {
-    for (std::size_t i = 0; i < ranks_.size(); ++i) {
-      try {
-        ranks_[i].wait(group_->stream(i), timeout);
-      } catch (...) {
-        for (communicator& c : ranks_)
-          c.abort();
-        throw;
-      }
-    }
+    communicator::wait_all(
+        ranks_, [&](std::size_t i) { return group_->stream(i); }, timeout, "nccl_clique::wait");
   }
 
  private:
@@ -76,13 +71,42 @@ class nccl_clique {
 
 namespace detail {
 
-// Runs `call(rank, shard index)` for every member inside one NCCL group.
-template <class F>
-void on_every_rank(nccl_clique& nccl, F&& call) {
+// Every rank's call is checked (stream, capture, aborted) before the group opens, so that nothing
+// is posted for one rank when another's call would be refused; then `call(rank, shard index)` runs
+// for every member inside one NCCL group.
+template <class T, class F>
+void on_every_rank(nccl_clique& nccl, const distributed_buffer<T>& stream_source,
+                   std::string_view function, F&& call) {
+  for (std::size_t i = 0; i < nccl.size(); ++i)
+    require_call(nccl.rank(i), stream_source.shard(i).stream, function);
   nccl_group batch;
   for (std::size_t i = 0; i < nccl.size(); ++i)
     call(nccl.rank(i), i);
   batch.end();
+}
+
+// How the shards of an out-of-place collective's two buffers compare.
+enum class pairing { same_size, recv_gathers, send_scatters };
+
+// Out-of-place forms: checks both buffers' shards (each buffer's alike, and the two as `p` says),
+// then runs `call(rank, send shard, recv shard, recv stream)` for every rank in one group.
+template <class T, class F>
+void on_every_pair(nccl_clique& nccl, const distributed_buffer<T>& send,
+                   distributed_buffer<T>& recv, pairing p, std::string_view function, F&& call) {
+  const std::size_t sent = equal_shard_count(send, nccl.group(), function, "send");
+  const std::size_t received = equal_shard_count(recv, nccl.group(), function, "recv");
+  const std::size_t n = nccl.size();
+  if (p == pairing::same_size)
+    require_count(received, sent, function, "recv", "per shard, the size of a shard of 'send'");
+  else if (p == pairing::recv_gathers)
+    require_count(received, sent * n, function, "recv",
+                  "per shard, size() times a shard of 'send'");
+  else
+    require_count(sent, received * n, function, "send",
+                  "per shard, size() times a shard of 'recv'");
+  on_every_rank(nccl, recv, function, [&](communicator& c, std::size_t i) {
+    call(c, send.shard(i).data, recv.shard(i).data, recv.shard(i).stream);
+  });
 }
 
 } // namespace detail
@@ -90,7 +114,7 @@ void on_every_rank(nccl_clique& nccl, F&& call) {
 template <class T, class Op>
 void all_reduce(nccl_clique& nccl, distributed_buffer<T>& data, Op op) {
   detail::equal_shard_count(data, nccl.group(), "all_reduce", "data");
-  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
+  detail::on_every_rank(nccl, data, "all_reduce", [&](communicator& c, std::size_t i) {
     all_reduce(c, data.shard(i).data, op, data.shard(i).stream);
   });
 }
@@ -98,55 +122,41 @@ void all_reduce(nccl_clique& nccl, distributed_buffer<T>& data, Op op) {
 template <class T, class Op>
 void all_reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
                 Op op) {
-  const std::size_t count = detail::equal_shard_count(send, nccl.group(), "all_reduce", "send");
-  detail::require_count(detail::equal_shard_count(recv, nccl.group(), "all_reduce", "recv"), count,
-                        "all_reduce", "recv", "per shard, the size of a shard of 'send'");
-  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
-    all_reduce(c, send.shard(i).data, recv.shard(i).data, op, recv.shard(i).stream);
-  });
+  detail::on_every_pair(
+      nccl, send, recv, detail::pairing::same_size, "all_reduce",
+      [&](communicator& c, auto s, auto r, stream_ref on) { all_reduce(c, s, r, op, on); });
 }
 
 template <class T>
 void broadcast(nccl_clique& nccl, distributed_buffer<T>& data, int root) {
   detail::equal_shard_count(data, nccl.group(), "broadcast", "data");
-  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
+  detail::on_every_rank(nccl, data, "broadcast", [&](communicator& c, std::size_t i) {
     broadcast(c, data.shard(i).data, root, data.shard(i).stream);
   });
 }
 
 template <class T, class Op>
-void reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv, Op op,
-            int root) {
-  const std::size_t count = detail::equal_shard_count(send, nccl.group(), "reduce", "send");
-  detail::require_count(detail::equal_shard_count(recv, nccl.group(), "reduce", "recv"), count,
-                        "reduce", "recv", "per shard, the size of a shard of 'send'");
-  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
-    reduce(c, send.shard(i).data, recv.shard(i).data, op, root, recv.shard(i).stream);
-  });
+void reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
+            Op op, int root) {
+  detail::on_every_pair(
+      nccl, send, recv, detail::pairing::same_size, "reduce",
+      [&](communicator& c, auto s, auto r, stream_ref on) { reduce(c, s, r, op, root, on); });
 }
 
 // recv's shards each get every shard of send, in rank order.
 template <class T>
 void all_gather(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv) {
-  const std::size_t count = detail::equal_shard_count(send, nccl.group(), "all_gather", "send");
-  detail::require_count(detail::equal_shard_count(recv, nccl.group(), "all_gather", "recv"),
-                        count * nccl.size(), "all_gather", "recv",
-                        "per shard, size() times a shard of 'send'");
-  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
-    all_gather(c, send.shard(i).data, recv.shard(i).data, recv.shard(i).stream);
-  });
+  detail::on_every_pair(
+      nccl, send, recv, detail::pairing::recv_gathers, "all_gather",
+      [&](communicator& c, auto s, auto r, stream_ref on) { all_gather(c, s, r, on); });
 }
 
 template <class T, class Op>
-void reduce_scatter(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
-                    Op op) {
-  const std::size_t count = detail::equal_shard_count(recv, nccl.group(), "reduce_scatter", "recv");
-  detail::require_count(detail::equal_shard_count(send, nccl.group(), "reduce_scatter", "send"),
-                        count * nccl.size(), "reduce_scatter", "send",
-                        "per shard, size() times a shard of 'recv'");
-  detail::on_every_rank(nccl, [&](communicator& c, std::size_t i) {
-    reduce_scatter(c, send.shard(i).data, recv.shard(i).data, op, recv.shard(i).stream);
-  });
+void reduce_scatter(nccl_clique& nccl, const distributed_buffer<T>& send,
+                    distributed_buffer<T>& recv, Op op) {
+  detail::on_every_pair(
+      nccl, send, recv, detail::pairing::send_scatters, "reduce_scatter",
+      [&](communicator& c, auto s, auto r, stream_ref on) { reduce_scatter(c, s, r, op, on); });
 }
 
 } // namespace cohort
