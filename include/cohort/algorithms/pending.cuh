@@ -5,7 +5,7 @@
 // until the GPU is done).
 //
 //   cohort::pending<double> sum = cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{});
-//   ...                      // more work, still asynchronous
+//   more_work();             // more work, still asynchronous
 //   double s = sum.wait();   // blocks here, once
 #pragma once
 

@@ -5,7 +5,7 @@
 //
 //   {
 //     cohort::scoped_device on(cohort::device_ref{1});
-//     my_kernel<<<grid, block, 0, stream>>>(...);
+//     my_kernel<<<grid, block, 0, stream>>>(x, n); // (cohort::launch does this for you)
 //   } // the previous current device is back
 #pragma once
 

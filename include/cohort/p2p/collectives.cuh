@@ -8,8 +8,8 @@
 //   cohort::all_reduce(peers, grads, cohort::avg, {.accumulate_in_float = true}); // bf16 grads
 //   cohort::all_gather(peers, mine, everyone);   // everyone's shards: size() * a shard of mine
 //   cohort::broadcast(peers, weights, /*root*/ 0);
-//   cohort::reduce_scatter(peers, everyone, mine, cohort::sum);  cohort::reduce(peers, x, y, op,
-//   0);
+//   cohort::reduce_scatter(peers, everyone, mine, cohort::sum);
+//   cohort::reduce(peers, x, y, op, /*root*/ 0);
 //
 // all_reduce picks its algorithm by size: one-shot (every rank reduces every rank's data; one
 // barrier; for small messages) up to `p2p_clique::automatic_one_shot_limit()` bytes per rank,

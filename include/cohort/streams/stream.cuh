@@ -5,7 +5,7 @@
 // wherever one is taken.
 //
 //   cohort::stream s(cohort::device_ref{1});
-//   my_kernel<<<g, b, 0, s.native_handle()>>>(...);
+//   cohort::launch(s, {.grid = g, .block = b}, my_kernel, x, n);
 //   s.synchronize();
 #pragma once
 
