@@ -23,11 +23,7 @@ class event : public detail::owner<event, event_ref> {
   explicit event(device_ref device, timing t = timing::off)
       : owner(device, create(device, t)) {}
 
-  // Takes ownership of `handle`, which must have been created on `device`.
-  static event adopt(device_ref device, cudaEvent_t handle) noexcept { return event(device, handle); }
-
-  // Moves leave the source empty; `release()` gives up ownership (the caller destroys the
-  // returned handle).
+  // `adopt(device, handle)` takes ownership of a handle, `release()` gives it up.
 
  private:
   friend class detail::owner<event, event_ref>;

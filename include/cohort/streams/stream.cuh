@@ -23,11 +23,7 @@ class stream : public detail::owner<stream, stream_ref> {
   explicit stream(device_ref device, int priority = 0)
       : owner(device, create(device, priority)) {}
 
-  // Takes ownership of `handle`, which must belong to `device`.
-  static stream adopt(device_ref device, cudaStream_t handle) noexcept { return stream(device, handle); }
-
-  // Moves leave the source empty; `release()` gives up ownership (the caller destroys the
-  // returned handle).
+  // `adopt(device, handle)` takes ownership of a handle, `release()` gives it up.
 
  private:
   friend class detail::owner<stream, stream_ref>;

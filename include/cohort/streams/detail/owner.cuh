@@ -4,7 +4,8 @@
 // `Ref` is the view the owner is (`stream_ref`, `event_ref`, ...): copyable, with a protected
 // `handle_` (null when nothing is owned) and `device_`. `Derived` frees a handle with
 //   static void destroy_handle(handle) noexcept;   // called with the handle's device current
-// and befriends `owner` if that function is private. A moved-from owner holds nothing.
+// and befriends `owner` if that function is private. A moved-from owner holds nothing; `adopt`
+// and `release` move a handle in and out.
 #pragma once
 
 #include "../../devices/scoped_device.cuh"
@@ -32,6 +33,12 @@ class owner : public Ref {
   owner& operator=(const owner&) = delete;
   ~owner() { destroy(); }
 
+  // Takes ownership of `handle`, which must belong to `device` (through Derived's constructor
+  // from the two, which may be private).
+  template <class Handle>
+  static Derived adopt(device_ref device, Handle handle) noexcept {
+    return Derived(device, handle);
+  }
   // Gives up ownership: the caller destroys the returned handle.
   auto release() noexcept { return std::exchange(this->handle_, nullptr); }
 
