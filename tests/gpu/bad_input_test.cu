@@ -112,6 +112,13 @@ class scene {
     groups_.push_back(&g);
     return g;
   }
+  // A buffer of zeros: an input the refused call must not need to read.
+  template <class Buffer, class... Args>
+  Buffer& zeroed(Args&&... args) {
+    Buffer& b = make<Buffer>(std::forward<Args>(args)...);
+    b.fill_bytes(0);
+    return b;
+  }
   // A buffer filled with the poison before the call and checked unwritten after it.
   template <class Buffer, class... Args>
   Buffer& poisoned(Args&&... args) {
@@ -254,8 +261,7 @@ const bad_input basics[] = {
     {"bad input: copy_to a buffer of another size", 1, "device_buffer::copy_to", "target",
      "has 11 elements",
      [](scene& s) -> refused_call {
-       auto& a = s.make<cohort::device_buffer<int>>(10, s.stream());
-       a.fill_bytes(0);
+       auto& a = s.zeroed<cohort::device_buffer<int>>(10, s.stream());
        auto& b = s.poisoned<cohort::device_buffer<int>>(11, s.stream());
        return [&] { a.copy_to(b); };
      }},
@@ -372,8 +378,7 @@ const bad_input nccl[] = {
      [](scene& s) -> refused_call {
        auto& comm = one_rank(s);
        cohort::stream& st = s.stream();
-       auto& a = s.make<cohort::device_buffer<float>>(10, st);
-       a.fill_bytes(0);
+       auto& a = s.zeroed<cohort::device_buffer<float>>(10, st);
        auto& b = s.poisoned<cohort::device_buffer<float>>(11, st);
        return [&] { cohort::all_reduce(comm, a.span(), b.span(), cohort::sum, st); };
      }},
@@ -437,8 +442,7 @@ const bad_input nccl[] = {
      [](scene& s) -> refused_call {
        auto& comm = one_rank(s);
        cohort::stream& st = s.stream();
-       auto& a = s.make<cohort::device_buffer<int>>(10, st);
-       a.fill_bytes(0);
+       auto& a = s.zeroed<cohort::device_buffer<int>>(10, st);
        auto& b = s.poisoned<cohort::device_buffer<int>>(9, st);
        return [&] { cohort::all_gather(comm, std::as_const(a).span(), b.span(), st); };
      }},
@@ -447,8 +451,7 @@ const bad_input nccl[] = {
      [](scene& s) -> refused_call {
        auto& comm = one_rank(s);
        cohort::stream& st = s.stream();
-       auto& a = s.make<cohort::device_buffer<int>>(10, st);
-       a.fill_bytes(0);
+       auto& a = s.zeroed<cohort::device_buffer<int>>(10, st);
        auto& b = s.poisoned<cohort::device_buffer<int>>(9, st);
        return [&] {
          cohort::reduce_scatter(comm, std::as_const(a).span(), b.span(), cohort::sum, st);
