@@ -146,11 +146,14 @@ int main(int argc, char** argv) {
           nothing_kernel<<<1, 1, 0, raw>>>();
         },
         group_sync);
+    const double launch_us = bench::host_us_per_call(
+        [&] { cohort::launch(one.stream(0), {}, nothing_kernel); }, group_sync);
     const double single_us = bench::host_us_per_call(
         [&] { cohort::for_each_n(one.stream(0), 1, nothing{}); }, group_sync);
     std::printf("\n## host time per call on a 1-element range, GPU 0\n\n");
     std::printf("| version | us per call |\n| --- | --- |\n");
     std::printf("| cudaSetDevice + kernel<<<1,1>>> (baseline) | %.2f |\n", raw_us);
+    std::printf("| cohort::launch of the same kernel | %.2f |\n", launch_us);
     std::printf("| cohort::for_each_n | %.2f |\n", single_us);
     std::printf("| cohort::multi_device_for_each_n, group of 1 | %.2f |\n", cohort_us);
   }

@@ -8,10 +8,12 @@ out=${OUT:-$PWD/gpu-logs}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 [[ ${1:-} == --one-gpu ]] && export CUDA_VISIBLE_DEVICES=0
-examples=(tour user_type_all_reduce data_parallel_training two_gpus topology pipeline_parallel
-          heterogeneous_split jacobi tensor_parallel_gemm)
-cmake --preset default >"$out/examples_build.log" 2>&1 &&
-  cmake --build --preset default -j "$(nproc)" --target "${examples[@]}" >>"$out/examples_build.log" 2>&1 ||
+cmake --preset default >"$out/examples_build.log" 2>&1 ||
+  { tail -n 30 "$out/examples_build.log"; exit 1; }
+# The examples are those examples/CMakeLists.txt defines; configuring wrote their names here.
+[[ -s build/examples/examples.txt ]] || { echo "no examples configured (COHORT_BUILD_EXAMPLES?)"; exit 1; }
+mapfile -t examples <build/examples/examples.txt
+cmake --build --preset default -j "$(nproc)" --target "${examples[@]}" >>"$out/examples_build.log" 2>&1 ||
   { tail -n 30 "$out/examples_build.log"; exit 1; }
 status=0
 for e in "${examples[@]}"; do

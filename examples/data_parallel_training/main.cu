@@ -124,15 +124,13 @@ int main() {
     std::puts("No GPU is visible: nothing to run.");
     return 0;
   }
-  const bool real = cohort::device_count() >= 2;
-  cohort::device_group group = real ? cohort::device_group(cohort::devices())
-                                    : cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  cohort::device_group group = cohort::device_group::every_gpu_or_emulated(2);
   cohort::device_group one({cohort::device_ref{0}});
   const settings cfg;
   std::printf("linear regression, %d features, batch %zu per step split over %zu %s GPU(s), %d "
               "micro-batches each, %d steps\n",
-              features, cfg.batch, group.size(), real ? "real" : "emulated", cfg.micro_batches,
-              cfg.steps);
+              features, cfg.batch, group.size(), group.is_emulated() ? "emulated" : "real",
+              cfg.micro_batches, cfg.steps);
   bool ok = true;
   auto report = [&](const char* name, const std::vector<double>& many, const std::vector<double>& single) {
     std::printf("%s: loss %.5f at step 0, %.5f at step %d, %.6f at the end; one GPU ends at %.6f\n",

@@ -259,9 +259,11 @@ class busy_half {
     void* on_device = nullptr;
     cohort::check_cuda(cudaHostGetDevicePointer(&on_device, p, 0), "cudaHostGetDevicePointer",
                        device.get());
-    keep_busy<<<blocks_, 1024, shared, stream_.native_handle()>>>(static_cast<int*>(on_device),
-                                                                  60'000'000'000ull);
-    cohort::check_launch("keep_busy", device.get());
+    cohort::launch(stream_,
+                   {.grid = static_cast<unsigned>(blocks_),
+                    .block = 1024,
+                    .shared_bytes = static_cast<std::size_t>(shared)},
+                   keep_busy, static_cast<int*>(on_device), 60'000'000'000ull);
     running_ = true;
     // Wait (at most 10 s) until every busy block is on an SM.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -162,13 +162,10 @@ class jacobi_solver {
   void reset() {
     synchronize();
     for (std::size_t i = 0; i < group_.size(); ++i) {
-      cohort::scoped_device on(group_.device(i));
       const slab_shape s = shape(i);
-      for (cohort::distributed_buffer<float>& grid : grids_) {
-        fill_initial<<<blocks_for(nx_, s.rows + 2), block_size, 0,
-                       group_.stream(i).native_handle()>>>(grid.shard(i).data.data(), s);
-        cohort::check_launch("fill_initial", group_.device(i).get());
-      }
+      for (cohort::distributed_buffer<float>& grid : grids_)
+        cohort::launch(group_.stream(i), {.grid = blocks_for(nx_, s.rows + 2), .block = block_size},
+                       fill_initial, grid.shard(i).data.data(), s);
     }
     step_ = 0;
     synchronize();
@@ -253,16 +250,15 @@ class jacobi_solver {
       float* up_halo =
           i > 0 ? grids_[next].shard(i - 1).data.data() + (rows_.count(i - 1) + 1) * nx_ : nullptr;
       float* down_halo = i + 1 < members ? grids_[next].shard(i + 1).data.data() : nullptr;
-      cohort::scoped_device on(device);
 
       // Edge rows and the halo exchange, on the edge stream.
       edge.wait(interior_done(i, next));
       if (i > 0) edge.wait(edge_done(i - 1, next));
       if (i + 1 < members) edge.wait(edge_done(i + 1, next));
-      edge_rows<<<blocks_for(nx_ - 2, 2), block_size, 0, edge.native_handle()>>>(
-          in, out, s, direct_ ? up_halo : nullptr, direct_ ? down_halo : nullptr);
-      cohort::check_launch("edge_rows", device.get());
+      cohort::launch(edge, {.grid = blocks_for(nx_ - 2, 2), .block = block_size}, edge_rows, in,
+                     out, s, direct_ ? up_halo : nullptr, direct_ ? down_halo : nullptr);
       if (!direct_) {
+        cohort::scoped_device on(device); // the peer copies are enqueued with it current
         const std::size_t bytes = (nx_ - 2) * sizeof(float); // columns 1..nx-2; edges are fixed
         if (up_halo != nullptr)
           cohort::check_cuda(cudaMemcpyPeerAsync(up_halo + 1, group_.device(i - 1).get(),
@@ -280,9 +276,8 @@ class jacobi_solver {
       // Interior rows, on the member's stream, overlapping the above.
       main.wait(edge_done(i, next));
       if (s.rows > 2) {
-        interior_rows<<<blocks_for(nx_ - 2, s.rows - 2), block_size, 0, main.native_handle()>>>(
-            in, out, s);
-        cohort::check_launch("interior_rows", device.get());
+        cohort::launch(main, {.grid = blocks_for(nx_ - 2, s.rows - 2), .block = block_size},
+                       interior_rows, in, out, s);
       }
       interior_done(i, now).record(main);
     }
@@ -352,9 +347,8 @@ bool parse(const char* text, std::size_t& value) {
 }
 
 int run(std::size_t nx, std::size_t ny, std::size_t iterations) {
-  const bool real = cohort::device_count() >= 2;
-  cohort::device_group group = real ? cohort::device_group(cohort::devices())
-                                    : cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  cohort::device_group group = cohort::device_group::every_gpu_or_emulated(2);
+  const bool real = !group.is_emulated();
   cohort::device_group single{cohort::device_ref{0}};
   const std::size_t n = group.size();
   if (ny < 2 * n || ny < 3) {

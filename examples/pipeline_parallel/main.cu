@@ -72,13 +72,13 @@ class pipeline {
   // Enqueues stage s's work on the micro-batch [offset, offset + count): its layer, then (on every
   // stage but the last) the copy of its activations into the next stage's input.
   void run_stage(std::size_t s, std::size_t offset, std::size_t count) {
-    cohort::scoped_device on(group_.device(s));
-    const cudaStream_t stream = group_.stream(s).native_handle();
     const auto blocks = static_cast<unsigned>((count + threads - 1) / threads);
-    layer<<<blocks, threads, 0, stream>>>(in_[s].span().subspan(offset, count),
-                                          out_[s].span().subspan(offset, count), a, b, rounds);
-    cohort::check_launch("layer", group_.device(s).get());
+    cohort::launch(group_.stream(s), {.grid = blocks, .block = threads}, layer,
+                   in_[s].span().subspan(offset, count), out_[s].span().subspan(offset, count), a,
+                   b, rounds);
     if (s + 1 == stages()) return;
+    cohort::scoped_device on(group_.device(s)); // the hand-off is enqueued with it current
+    const cudaStream_t stream = group_.stream(s).native_handle();
     cohort::check_cuda(cudaMemcpyPeerAsync(in_[s + 1].data() + offset, group_.device(s + 1).get(),
                                            out_[s].data() + offset, group_.device(s).get(),
                                            count * sizeof(float), stream),
@@ -144,9 +144,8 @@ int main() {
     std::puts("No GPU is visible: nothing to run.");
     return 0;
   }
-  const bool real = cohort::device_count() >= 2;
-  cohort::device_group group = real ? cohort::device_group(cohort::devices())
-                                    : cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  cohort::device_group group = cohort::device_group::every_gpu_or_emulated(2);
+  const bool real = !group.is_emulated();
   const bool all_peers = group.enable_peer_access();
   const std::size_t p = group.size();
 

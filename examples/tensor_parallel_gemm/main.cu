@@ -70,9 +70,7 @@ int main(int argc, char** argv) {
   }
   const int m = argc > 3 ? std::atoi(argv[1]) : 8192, n = argc > 3 ? std::atoi(argv[2]) : 8192,
             k = argc > 3 ? std::atoi(argv[3]) : 8192;
-  const bool real = cohort::device_count() >= 2;
-  cohort::device_group group = real ? cohort::device_group(cohort::devices())
-                                    : cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  cohort::device_group group = cohort::device_group::every_gpu_or_emulated(2);
   const std::size_t parts = group.size();
   cohort::p2p_clique peers(group);
   const auto split = cohort::partition::even(static_cast<std::size_t>(k), parts); // K_i per GPU
@@ -161,11 +159,12 @@ int main(int argc, char** argv) {
   }
   const double flops = 2.0 * m * n * static_cast<double>(k);
   std::printf("C = A·B, %d × %d × %d floats, K split over %zu %s GPU(s)\n", m, n, k, parts,
-              real ? "real" : "emulated");
+              group.is_emulated() ? "emulated" : "real");
   std::printf("one GPU:          %8.3f ms  %6.1f TFLOP/s\n", t_one, flops / (t_one * 1e-3) / 1e12);
   std::printf("tensor parallel:  %8.3f ms  %6.1f TFLOP/s  (speed-up %.2fx, efficiency %.2f)\n", t_tp,
               flops / (t_tp * 1e-3) / 1e12, t_one / t_tp, t_one / (t_tp * parts));
-  if (!real) std::puts("(an emulated group shares one GPU: its speed-up means nothing)");
+  if (group.is_emulated())
+    std::puts("(an emulated group shares one GPU: its speed-up means nothing)");
   std::printf("%zu wrong entries (of %zu per GPU, plus 8 checked in double on the host)\n", wrong, mn);
   if (wrong != 0) return 1;
   std::puts("tensor_parallel_gemm ok");

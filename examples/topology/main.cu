@@ -62,9 +62,7 @@ class host_gate {
   // Closes the gate and queues the waiting kernel on `s`.
   void close(cohort::stream_ref s) {
     std::atomic_ref<int>(flags_[0]).store(0, std::memory_order_release);
-    cohort::scoped_device on(s.device());
-    wait_for_host<<<1, 1, 0, s.native_handle()>>>(flags_, flags_ + 1);
-    cohort::check_launch("wait_for_host", s.device().get());
+    cohort::launch(s, {}, wait_for_host, flags_, flags_ + 1);
   }
   void open() { std::atomic_ref<int>(flags_[0]).store(1, std::memory_order_release); }
   // True when a gate gave up waiting for the host since the program started.

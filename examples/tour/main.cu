@@ -47,9 +47,9 @@ int main() {
     std::puts("");
   }
 
-  // One GPU: emulate two logical devices on it, so the tour still shows a split buffer.
-  cohort::device_group group =
-      gpus.size() > 1 ? cohort::device_group(gpus) : cohort::device_group::emulated(gpus[0], 2);
+  // Every GPU; on one GPU, two logical devices emulated on it, so the tour still shows a split
+  // buffer.
+  cohort::device_group group = cohort::device_group::every_gpu_or_emulated(2);
   std::printf("group of %zu member(s)%s\n", group.size(),
               group.is_emulated() ? ", emulated on GPU 0" : "");
 
@@ -65,9 +65,7 @@ int main() {
   x.copy_from_host(host);
   for (std::size_t i = 0; i < x.shards(); ++i) {
     const auto s = x.shard(i);
-    cohort::scoped_device on(s.device);
-    add_global_index<<<264, 256, 0, s.stream.native_handle()>>>(s.data, s.offset);
-    cohort::check_launch("add_global_index", s.device.get());
+    cohort::launch(s.stream, {.grid = 264, .block = 256}, add_global_index, s.data, s.offset);
   }
   x.copy_to_host(host);
   group.synchronize();

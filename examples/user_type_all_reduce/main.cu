@@ -35,9 +35,7 @@ int main() {
     std::puts("No GPU is visible: nothing to run.");
     return 0;
   }
-  const bool real = cohort::device_count() >= 2;
-  cohort::device_group group = real ? cohort::device_group(cohort::devices())
-                                    : cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  cohort::device_group group = cohort::device_group::every_gpu_or_emulated(2);
   cohort::p2p_clique peers(group); // checks that every pair of GPUs can reach each other
   const int features = 1000, rows = 4096;
   const auto ranks = group.size();
@@ -86,8 +84,8 @@ int main() {
   group.synchronize();
   std::printf("%zu %s GPU(s), %d features, %d rows each: feature 0 has min %.1f, max %.1f, "
               "mean %.3f over %llu samples\n",
-              ranks, real ? "real" : "emulated", features, rows, first[0].min, first[0].max,
-              first[0].sum / static_cast<double>(first[0].count), first[0].count);
+              ranks, group.is_emulated() ? "emulated" : "real", features, rows, first[0].min,
+              first[0].max, first[0].sum / static_cast<double>(first[0].count), first[0].count);
   std::printf("%zu of %zu merged statistics differ from the host's\n", wrong,
               static_cast<std::size_t>(features) * ranks);
   if (wrong != 0) return 1;

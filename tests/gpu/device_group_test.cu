@@ -37,6 +37,24 @@ TEST_CASE("an emulated group has N logical devices with their own streams on one
   }
 }
 
+TEST_CASE("every_gpu_or_emulated is every visible GPU from two up, else n emulated on GPU 0") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const int visible = cohort::device_count();
+  for (std::size_t n : {1u, 2u, 3u}) {
+    CAPTURE(n);
+    auto group = cohort::device_group::every_gpu_or_emulated(n);
+    if (visible >= 2) {
+      CHECK_FALSE(group.is_emulated());
+      CHECK(group.devices() == cohort::devices());
+    } else {
+      CHECK(group.is_emulated());
+      REQUIRE(group.size() == n);
+      for (std::size_t i = 0; i < n; ++i)
+        CHECK(group.device(i) == cohort::device_ref{0});
+    }
+  }
+}
+
 TEST_CASE("fork makes every member wait for the origin and join makes the origin wait for all") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t n : {2u, 3u, 4u}) {

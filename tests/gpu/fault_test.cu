@@ -31,12 +31,8 @@ TEST_CASE("a trapped kernel is reported as a lost context, then every later call
   const cohort::device_ref d{cohort::device_count() - 1};
   cohort::stream s(d);
   try {
-    {
-      cohort::scoped_device on(d);
-      trap_kernel<<<1, 1, 0, s.native_handle()>>>();
-      // The trap may already have happened: the check of the launch may be the first to see it.
-      cohort::check_launch("trap_kernel", d.get());
-    }
+    // The trap may already have happened: the check of the launch may be the first to see it.
+    cohort::launch(s, {}, trap_kernel);
     s.synchronize();
     FAIL("a trapped kernel was not reported");
   } catch (const cohort::cuda_error& e) {

@@ -37,16 +37,12 @@ __global__ void add_one(const T* in, T* out, std::size_t n) {
 template <class T>
 void launch_write_after_delay(stream_ref s, T* out, std::size_t n, T value,
                               unsigned long long nanoseconds) {
-  scoped_device on(s.device());
-  write_after_delay<<<64, 256, 0, s.native_handle()>>>(out, n, value, nanoseconds);
-  check_launch("write_after_delay", s.device().get());
+  launch(s, {.grid = 64, .block = 256}, write_after_delay<T>, out, n, value, nanoseconds);
 }
 
 template <class T>
 void launch_add_one(stream_ref s, const T* in, T* out, std::size_t n) {
-  scoped_device on(s.device());
-  add_one<<<128, 256, 0, s.native_handle()>>>(in, out, n);
-  check_launch("add_one", s.device().get());
+  launch(s, {.grid = 128, .block = 256}, add_one<T>, in, out, n);
 }
 
 } // namespace cohort::testing

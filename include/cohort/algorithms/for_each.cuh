@@ -9,7 +9,7 @@
 //   cohort::multi_device_for_each_n(group, n, f, balancer);   // adaptive: see adaptive_balancer
 //
 //   // One device: f(i) for i in [0, n) on a stream.
-//   cohort::for_each_n(stream, n, [=] __device__(std::size_t i) { y[i] = a * x[i] + y[i]; });
+//   cohort::for_each_n(stream, n, [=] __device__(std::size_t i) { y[i] = a * in[i] + y[i]; });
 //
 // Every form enqueues on the group's (or the given) streams and returns without waiting; the
 // kernels are CUB's DeviceFor (what thrust::for_each runs), instantiated in the caller's

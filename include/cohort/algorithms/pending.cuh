@@ -7,8 +7,8 @@
 // graph; their `_into` forms (reduce.cuh) leave the value in device memory instead.
 //
 //   cohort::pending<double> sum = cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{});
-//   ...                      // more work, still asynchronous
-//   if (!sum.ready()) do_host_work();
+//   more_work();             // more work, still asynchronous
+//   if (!sum.ready()) more_work();     // ready() never blocks
 //   double s = sum.wait();   // blocks here, once
 #pragma once
 

@@ -1,8 +1,8 @@
 // cohort/communication/launch_environment.cuh — which rank this process is, as the launcher
 // (mpirun, srun, torchrun or a user) says in the environment. Pure host code; no NCCL needed.
 //
-//   if (auto env = cohort::launch_environment_from()) use(env->rank, env->world_size,
-//   env->local_rank);
+//   if (auto env = cohort::launch_environment_from())
+//     use(env->rank, env->world_size, env->local_rank);
 #pragma once
 
 #include "../errors/argument_error.cuh"

@@ -4,7 +4,7 @@
 // device function objects on the peer-to-peer path, which also takes any user operator:
 //
 //   cohort::all_reduce(nccl, grads, cohort::avg);                       // NCCL
-//   cohort::all_reduce(peers, stats, [] __device__(stats a, stats b) { return merge(a, b); });
+//   cohort::all_reduce(peers, summaries, [] __device__(stats a, stats b) { return merge(a, b); });
 //
 // This header needs no NCCL.
 #pragma once

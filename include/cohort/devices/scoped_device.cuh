@@ -6,7 +6,7 @@
 //
 //   {
 //     cohort::scoped_device on(cohort::device_ref{1});
-//     my_kernel<<<grid, block, 0, stream>>>(...);
+//     my_kernel<<<grid, block, 0, stream>>>(x, n); // (cohort::launch does this for you)
 //   } // the previous current context is back
 //
 // It works on the thread's current *context* through the driver (entry points fetched at run

@@ -10,7 +10,7 @@
 //   x.copy_from_host(host_x);                                // enqueued on every member's stream
 //   for (std::size_t i = 0; i < x.shards(); ++i) {
 //     cohort::shard<float> s = x.shard(i);                   // span, offset, device, stream
-//     scale<<<g, b, 0, s.stream.native_handle()>>>(s.data.data(), s.data.size());
+//     cohort::launch(s.stream, {.grid = g, .block = b}, scale, s.data.data(), s.data.size());
 //   }
 //   x.copy_to_host(host_x);
 //   group.synchronize();

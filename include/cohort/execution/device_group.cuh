@@ -18,6 +18,11 @@
 //   auto uneven = cohort::device_group::emulated(cohort::device_ref{0}, {1.0, 3.0}); // 1/4, 3/4
 //   SMs
 //
+// Code that should run anywhere, on every GPU of a multi-GPU machine and on one GPU alike, asks
+// for both at once: every visible GPU where two or more are visible, else n emulated on GPU 0.
+//
+//   auto anywhere = cohort::device_group::every_gpu_or_emulated(2);
+//
 // A group is used from one host thread at a time.
 #pragma once
 
@@ -33,6 +38,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cohort {
@@ -86,6 +92,21 @@ class device_group {
                                            "; every weight must be finite and greater than zero.");
     detail::require_valid_device(device, "device_group::emulated", "device");
     return from_shares(device, detail::split_sms(device, sm_weights, "sm_weights"));
+  }
+
+  // Every visible GPU where two or more are visible, else `n` logical devices emulated on GPU 0
+  // (as `emulated(device_ref{0}, n)`). `is_emulated()` tells which one was made. Throws
+  // `cuda_error` (cudaErrorNoDevice) where no GPU is visible.
+  static device_group every_gpu_or_emulated(std::size_t n) {
+    constexpr std::string_view where = "device_group::every_gpu_or_emulated";
+    detail::require_argument(n > 0, where, "n", "a group needs at least one logical device.");
+    const int visible = device_count();
+    if (visible == 0)
+      throw cuda_error(cudaErrorNoDevice, where, no_device, std::source_location::current(),
+                       "No GPU is visible: check CUDA_VISIBLE_DEVICES and the driver, or skip "
+                       "the GPU work where device_count() is 0.");
+    if (visible >= 2) return device_group(cohort::devices());
+    return emulated(device_ref{0}, n);
   }
 
   device_group(device_group&&) noexcept = default;

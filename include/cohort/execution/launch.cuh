@@ -2,6 +2,7 @@
 // for the launch only, the launch checked, and the kernel named if it fails.
 //
 //   __global__ void scale(cuda::std::span<float> x, float a);
+//
 //   cohort::launch(stream, {.grid = 264, .block = 256}, scale, x, 2.0f);
 //   cohort::launch(stream, {.grid = blocks, .block = 256, .shared_bytes = 4096, .name = "scale"},
 //                  scale, x, 2.0f);

@@ -5,7 +5,8 @@
 //
 //   if (cohort::sm_partitioning_available(dev)) {
 //     auto shares = cohort::detail::split_sms(dev, {1.0, 3.0}); // about 1/4 and 3/4 of the SMs
-//     my_kernel<<<g, b, 0, shares[0].stream()>>>(...);           // runs on the first share only
+//     cohort::stream first = cohort::stream::adopt(dev, shares[0].make_stream());
+//     cohort::launch(first, {.grid = g, .block = b}, my_kernel, x); // on the first share only
 //   }
 //
 // The driver functions are fetched at run time through the CUDA runtime
@@ -17,6 +18,7 @@
 #include "../devices/device_ref.cuh"
 #include "../devices/scoped_device.cuh"
 #include "../partitioning/partition.cuh"
+#include "../streams/detail/owner.cuh"
 
 #include <cuda.h>
 
@@ -86,30 +88,14 @@ inline void check_driver(CUresult result, std::string_view call, int device) {
 
 #endif // COHORT_HAS_GREEN_CONTEXTS
 
-// One share of a GPU's SMs: a green context and a stream that runs only on its SMs. Move-only;
-// destroys the green context after the caller has destroyed every stream made from it.
-class sm_share {
-public:
-  sm_share() = default;
-  // Adopts `context` (a CUgreenCtx) holding `sm_count` SMs of `device`.
-  sm_share(void* context, device_ref device, unsigned sm_count) noexcept
-      : context_(context), device_(device), sm_count_(sm_count) {}
-  sm_share(sm_share&& other) noexcept
-      : context_(std::exchange(other.context_, nullptr))
-      , device_(other.device_)
-      , sm_count_(other.sm_count_) {}
-  sm_share& operator=(sm_share&& other) noexcept {
-    if (this != &other) {
-      destroy();
-      context_ = std::exchange(other.context_, nullptr);
-      device_ = other.device_;
-      sm_count_ = other.sm_count_;
-    }
-    return *this;
-  }
-  sm_share(const sm_share&) = delete;
-  sm_share& operator=(const sm_share&) = delete;
-  ~sm_share() { destroy(); }
+// What an `sm_share` holds, as a view: a green context (a CUgreenCtx), its device and its SMs.
+class sm_share_view {
+ public:
+  sm_share_view() = default;
+  sm_share_view(void* context, device_ref device, unsigned sm_count) noexcept
+      : handle_(context)
+      , device_(device)
+      , sm_count_(sm_count) {}
 
   unsigned sm_count() const noexcept { return sm_count_; }
   device_ref device() const noexcept { return device_; }
@@ -118,7 +104,7 @@ public:
   cudaStream_t make_stream() const {
 #if COHORT_HAS_GREEN_CONTEXTS
     CUstream stream = nullptr;
-    check_driver(green_context_api::get().create_stream(&stream, static_cast<CUgreenCtx>(context_),
+    check_driver(green_context_api::get().create_stream(&stream, static_cast<CUgreenCtx>(handle_),
                                                         CU_STREAM_NON_BLOCKING, 0),
                  "cuGreenCtxStreamCreate", device_.get());
     return reinterpret_cast<cudaStream_t>(stream);
@@ -127,17 +113,31 @@ public:
 #endif
   }
 
-private:
-  void destroy() noexcept {
-#if COHORT_HAS_GREEN_CONTEXTS
-    if (context_ != nullptr) (void)green_context_api::get().destroy(static_cast<CUgreenCtx>(context_));
-#endif
-    context_ = nullptr;
-  }
-
-  void* context_ = nullptr; // CUgreenCtx
+ protected:
+  void* handle_ = nullptr; // CUgreenCtx
   device_ref device_{0};
   unsigned sm_count_ = 0;
+};
+
+// One share of a GPU's SMs: owns its green context. Move-only; the caller destroys every stream
+// made from a share before the share.
+class sm_share : public owner<sm_share, sm_share_view> {
+ public:
+  sm_share() = default;
+  // Adopts `context` (a CUgreenCtx) holding `sm_count` SMs of `device`.
+  sm_share(void* context, device_ref device, unsigned sm_count) noexcept
+      : owner(context, device, sm_count) {}
+
+ private:
+  friend class owner<sm_share, sm_share_view>;
+
+  static void destroy_handle(void* context) noexcept {
+#if COHORT_HAS_GREEN_CONTEXTS
+    (void)green_context_api::get().destroy(static_cast<CUgreenCtx>(context));
+#else
+    (void)context;
+#endif
+  }
 };
 
 // Splits `device`'s SMs into one contiguous share per weight, in proportion to the weights (in

@@ -9,7 +9,7 @@
 //   cohort::stream s(cohort::device_ref{0});
 //   cohort::device_buffer<float> x(n, s);
 //   x.copy_from_host(host_x);               // std::span<const float>, size n
-//   my_kernel<<<g, b, 0, s.native_handle()>>>(x.data(), x.size());
+//   cohort::launch(s, {.grid = g, .block = b}, my_kernel, x.data(), x.size());
 //   x.copy_to_host(host_x);
 //   s.synchronize();
 #pragma once

@@ -7,7 +7,11 @@
 //   cohort::all_gather(comm, mine, everyone, stream);                 // everyone: size() * mine
 //   cohort::reduce_scatter(comm, everyone, mine, cohort::max, stream);
 //   cohort::send(comm, data, /*peer*/ 1, stream);  cohort::recv(comm, data, /*peer*/ 0, stream);
-//   { cohort::nccl_group batch; ...several calls...; }                // one NCCL group
+//   {                                                                 // one NCCL group
+//     cohort::nccl_group batch;
+//     cohort::send(comm, a, /*peer*/ 1, stream);
+//     cohort::recv(comm, b, /*peer*/ 1, stream);
+//   }
 //
 // Data movement (broadcast, all_gather, send, recv) takes any trivially copyable type (its bytes
 // travel as uint8); reductions take NCCL's own types only. Spans are libcu++'s cuda::std::span

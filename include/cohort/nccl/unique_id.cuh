@@ -5,6 +5,7 @@
 //
 //   cohort::unique_id id = cohort::unique_id::create();      // rank 0
 //   id.write_file("/shared/job42.id");                       // rank 0
+//
 //   auto id = cohort::unique_id::read_file("/shared/job42.id", std::chrono::seconds(60));
 #pragma once
 

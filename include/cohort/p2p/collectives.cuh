@@ -3,14 +3,13 @@
 // commutative device operator. No NCCL involved.
 //
 //   cohort::p2p_clique peers(group);
-//   cohort::distributed_buffer<float> s(group, cohort::partition::replicated(1024, group.size()));
-//   cohort::all_reduce(peers, s, [] __device__(float a, float b) { return a > b ? a : b; });
-//   cohort::all_reduce(peers, s, cohort::avg, {.accumulate_in_float = true});
-//   cohort::broadcast(peers, s, /*root*/ 0);
-//   cohort::distributed_buffer<float> everyone(group, cohort::partition::replicated(1024 * group.size(), group.size()));
-//   cohort::all_gather(peers, s, everyone);                // everyone: size() times a shard of s
-//   cohort::reduce_scatter(peers, everyone, s, cohort::sum);
-//   cohort::reduce(peers, s, s, cohort::max, /*root*/ 0);
+//   cohort::distributed_buffer<stats> s(group, cohort::partition::replicated(n, group.size()));
+//   cohort::all_reduce(peers, s, [] __device__(stats a, stats b) { return merge(a, b); });
+//   cohort::all_reduce(peers, grads, cohort::avg, {.accumulate_in_float = true}); // bf16 grads
+//   cohort::all_gather(peers, mine, everyone);   // everyone's shards: size() * a shard of mine
+//   cohort::broadcast(peers, weights, /*root*/ 0);
+//   cohort::reduce_scatter(peers, everyone, mine, cohort::sum);
+//   cohort::reduce(peers, x, y, op, /*root*/ 0);
 //
 // Every form has a span form too (one span per member, on its device), where reduce_scatter and
 // all_gather also work in place (rank i's block i of the larger buffer is its smaller one).

@@ -9,39 +9,27 @@
 //   double ms = cohort::elapsed(start, stop).count();
 #pragma once
 
+#include "detail/owner.cuh"
 #include "event_ref.cuh"
 
 #include <utility>
 
 namespace cohort {
 
-class event : public event_ref {
-public:
+class event : public detail::owner<event, event_ref> {
+ public:
   enum class timing { off, on };
 
-  explicit event(device_ref device, timing t = timing::off) : event_ref(device, create(device, t)) {}
+  explicit event(device_ref device, timing t = timing::off)
+      : owner(device, create(device, t)) {}
 
-  // Takes ownership of `handle`, which must have been created on `device`.
-  static event adopt(device_ref device, cudaEvent_t handle) noexcept { return event(device, handle); }
+  // `adopt(device, handle)` takes ownership of a handle, `release()` gives it up.
 
-  event(event&& other) noexcept : event_ref(other.device_, std::exchange(other.handle_, nullptr)) {}
-  event& operator=(event&& other) noexcept {
-    if (this != &other) {
-      destroy();
-      handle_ = std::exchange(other.handle_, nullptr);
-      device_ = other.device_;
-    }
-    return *this;
-  }
-  event(const event&) = delete;
-  event& operator=(const event&) = delete;
-  ~event() { destroy(); }
+ private:
+  friend class detail::owner<event, event_ref>;
 
-  // Gives up ownership: the caller destroys the returned handle.
-  cudaEvent_t release() noexcept { return std::exchange(handle_, nullptr); }
-
-private:
-  event(device_ref device, cudaEvent_t handle) noexcept : event_ref(device, handle) {}
+  event(device_ref device, cudaEvent_t handle) noexcept
+      : owner(device, handle) {}
 
   static cudaEvent_t create(device_ref device, timing t) {
     detail::require_valid_device(device, "event", "device");
@@ -52,14 +40,8 @@ private:
     return handle;
   }
 
-  void destroy() noexcept {
-    if (handle_ == nullptr) return;
-    try {
-      scoped_device on(device_);
-      ignore_cuda_error(cudaEventDestroy(handle_));
-    } catch (...) { // scoped_device can throw only when the device is gone; nothing to free then
-    }
-    handle_ = nullptr;
+  static void destroy_handle(cudaEvent_t handle) noexcept {
+    ignore_cuda_error(cudaEventDestroy(handle));
   }
 };
 

@@ -4,8 +4,7 @@
 // the legacy default stream: constructing one from 0 or nullptr does not compile.
 //
 //   void scale(cohort::stream_ref s, float* x, std::size_t n) {
-//     cohort::scoped_device on(s.device());
-//     scale_kernel<<<blocks, 256, 0, s.native_handle()>>>(x, n);
+//     cohort::launch(s, {.grid = blocks, .block = 256}, scale_kernel, x, n);
 //   }
 #pragma once
 

@@ -1,0 +1,2 @@
+// The names devices/device_ref.cuh's snippet uses.
+#include <cstdio>

@@ -1,0 +1,2 @@
+// The names devices/properties.cuh's snippet uses.
+#include <cstdio>

@@ -1,0 +1,5 @@
+// The names streams/stream_ref.cuh's snippet uses.
+#include <cohort/execution/launch.cuh>
+
+__global__ void scale_kernel(float*, std::size_t) {}
+constexpr unsigned blocks = 64;

@@ -1,0 +1,74 @@
+// cohort::launch on a GPU: the kernel runs on the stream's device with the arguments converted to
+// its parameter types, the caller's current device is left as it was, and a launch CUDA refuses
+// is a cuda_error naming the kernel and the device. (The refusal of a zero grid or block is in
+// tests/host/launch_test.cu: it needs no GPU.)
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+__global__ void scale_into(const float* in, float* out, std::size_t n, float a) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    out[i] = a * in[i];
+}
+
+int current_device() {
+  int id = -1;
+  REQUIRE(cudaGetDevice(&id) == cudaSuccess);
+  return id;
+}
+
+} // namespace
+
+TEST_CASE("launch runs the kernel on the stream's device and leaves the current device alone") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{cohort::device_count() - 1};
+  cohort::stream s(d);
+  const std::size_t n = 100'003; // not a multiple of the grid: the stride loop's tail is covered
+  const std::vector<float> in = cohort::testing::random_values<float>(n, 16);
+  cohort::device_buffer<float> x(n, s), y(n, s);
+  x.copy_from_host(in);
+  y.fill_bytes(cohort::testing::poison_byte);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  // An unsigned count and a double factor, converted to std::size_t and float as <<<>>> would.
+  cohort::launch(s, {.grid = 37, .block = 128}, scale_into, x.data(), y.data(),
+                 static_cast<unsigned>(n), 2.5);
+  CHECK(current_device() == 0);
+  std::vector<float> out(n);
+  y.copy_to_host(out);
+  s.synchronize();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    wrong += out[i] != 2.5f * in[i];
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("a launch CUDA refuses is a cuda_error naming the kernel and the device") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{cohort::device_count() - 1};
+  cohort::stream s(d);
+  cohort::device_buffer<float> x(1, s);
+  // No GPU runs blocks of 4096 threads: CUDA refuses the configuration at launch.
+  for (const char* name : {"my scaling", static_cast<const char*>(nullptr)}) {
+    CAPTURE((name ? name : "(CUDA's name)"));
+    try {
+      cohort::launch(s, {.grid = 1, .block = 4096, .name = name}, scale_into, x.data(), x.data(), 1,
+                     1.0f);
+      FAIL("a block of 4096 threads was launched");
+    } catch (const cohort::cuda_error& e) {
+      const std::string text = e.what();
+      CAPTURE(text);
+      CHECK(e.status() == cudaErrorInvalidConfiguration);
+      CHECK(e.device() == d.get());
+      CHECK(text.find(name ? "launch of my scaling" : "scale_into") != std::string::npos);
+    }
+  }
+  // The refused launch left no error behind: the next one runs.
+  cohort::launch(s, {}, scale_into, x.data(), x.data(), 1, 1.0f);
+  s.synchronize();
+}
