@@ -6,13 +6,13 @@
 // member 0 combines the members' results in rank order with `init`. Any trivially copyable,
 // default-constructible value type works.
 //
-// Two forms of each reduction:
-//   - `pending<T>`: the value lands in host memory; nothing blocks until `wait()`. It cannot be
-//     captured into a CUDA graph (a pending value cannot outlive a replay): called on a stream
-//     that is being captured it throws std::logic_error before enqueuing anything.
-//   - `..._into(..., device_result<T>& result)`: the value stays in device memory on member 0
-//     (`result.data()`), written in member 0's stream order; nothing is allocated or created
-//     during the call, so it can be captured and replayed any number of times.
+// Two forms of each reduction. The first returns a `pending<T>`: the value lands in host memory,
+// and nothing blocks until `wait()`. It cannot be captured into a CUDA graph (a pending value
+// cannot outlive a replay): called on a stream that is being captured it throws
+// std::logic_error before enqueuing anything. The second, `..._into(..., device_result<T>&
+// result)`, leaves the value in device memory on member 0 (`result.data()`), written in member
+// 0's stream order; nothing is allocated or created during the call, so it can be captured and
+// replayed any number of times.
 //
 //   auto sum = cohort::multi_device_reduce(group, x, 0.0f, cuda::std::plus<>{});
 //   auto max = cohort::multi_device_transform_reduce(group, x, -INFINITY,

@@ -15,8 +15,7 @@
 //
 //   auto group = cohort::device_group::emulated(cohort::device_ref{0}, 4);
 //   assert(group.is_emulated() && group.size() == 4);
-//   auto uneven = cohort::device_group::emulated(cohort::device_ref{0}, {1.0, 3.0}); // 1/4, 3/4
-//   SMs
+//   auto uneven = cohort::device_group::emulated(cohort::device_ref{0}, {1.0, 3.0}); // SMs 1:3
 //
 // Code that should run anywhere, on every GPU of a multi-GPU machine and on one GPU alike, asks
 // for both at once: every visible GPU where two or more are visible, else n emulated on GPU 0.

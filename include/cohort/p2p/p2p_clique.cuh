@@ -13,17 +13,16 @@
 // synchronisation, and they can be captured into CUDA graphs (cohort::group_graph) and replayed
 // any number of times, mixed with direct calls.
 //
-// Rules, as NCCL has its own for concurrent communicators:
-// - A clique is used from one host thread at a time; its calls run in the order they are made,
-//   on every member. Cliques of different threads may share GPUs.
-// - A call's grid is a budget: at most half of each member's SMs (`max_blocks`), so that the
-//   kernels of two cliques over the same GPUs, or a user's kernel beside them, can be resident
-//   together. Calls of more than two cliques that may run at once on the same GPUs need an order
-//   between them (the same streams, or events), or smaller `max_blocks`.
-// - The group (its streams) must outlive the clique; the clique may be moved with its group
-//   (it keeps the members' devices and streams, not the group). A graph holding the clique's
-//   calls must not be launched after the clique is destroyed. Destroying the clique frees its
-//   memory only after every member's last call has finished (stream-ordered; no host wait).
+// Rules, as NCCL has its own for concurrent communicators. A clique is used from one host thread
+// at a time; its calls run in the order they are made, on every member; cliques of different
+// threads may share GPUs. A call's grid is a budget, at most half of each member's SMs
+// (`max_blocks`), so that the kernels of two cliques over the same GPUs, or a user's kernel beside
+// them, can be resident together; calls of more than two cliques that may run at once on the same
+// GPUs need an order between them (the same streams, or events), or smaller `max_blocks`. The
+// group (its streams) must outlive the clique; the clique may be moved with its group (it keeps
+// the members' devices and streams, not the group). A graph holding the clique's calls must not
+// be launched after the clique is destroyed. Destroying the clique frees its memory only after
+// every member's last call has finished (stream-ordered; no host wait).
 #pragma once
 
 #include "../devices/topology.cuh"
