@@ -25,10 +25,11 @@
 //   or streams ordered with them. At most 256 blocks (detail::p2p::max_blocks) per grid.
 // - Every thread of a block opens the session first and calls end() last; the session calls in
 //   between are made by every thread of the block (each has a __syncthreads).
-// - Every block of every rank makes the same number of session calls (sync, signal, wait,
-//   grid_sync), in the same places: the k-th call of block b takes the value base + k on every
-//   rank, and wait(p) at position k returns once block b of rank p has made its k-th call or a
-//   later one (a signal to this rank, a sync or, for block 0, a grid_sync).
+// - Every block of every rank makes the same sequence of sync() and grid_sync() calls: the k-th
+//   of block b takes the value base + k on every rank.
+// - Signals count: the n-th wait(p) of block b of rank r returns once block b of rank p has sent
+//   its n-th signal(r), counting from the clique's creation, so each kernel sends as many
+//   signals to each peer as that peer's kernel waits for (else later kernels' waits are off).
 // - The ranks' kernels must run at the same time: all their grids resident beside each other (on
 //   an emulated group, on one GPU) and none of them kept from running by another kernel of yours
 //   that waits for them.
@@ -114,16 +115,17 @@ class p2p_session {
   // Block b of every rank meets block b of every other rank.
   __device__ void sync() { s_.sync("p2p_session::sync"); }
 
-  // Sets this block's flag on rank `peer` (this rank's slot there); does not wait.
+  // Counts one more signal from this block to the same block of rank `peer`; does not wait.
   __device__ void signal(int peer) {
     check_peer(peer, "p2p_session::signal");
     s_.signal(peer);
   }
 
-  // Waits for block b of rank `peer` to have made this call's position or a later one.
+  // Waits for the signal of the same block of rank `peer` that matches this wait (the n-th wait on
+  // `peer` matches its n-th signal to this rank).
   __device__ void wait(int peer) {
     check_peer(peer, "p2p_session::wait");
-    s_.wait(peer);
+    s_.wait(peer, "p2p_session::wait");
   }
 
   // Every block of every rank meets: a grid barrier, block 0 meets block 0 of every other rank,

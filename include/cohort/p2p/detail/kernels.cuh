@@ -40,6 +40,12 @@ struct engine {
   // Every rank's signal slots: slot [block * max_ranks + from] of rank r holds the last barrier
   // value block `block` of rank `from` sent to r.
   std::uint64_t* signals[max_ranks];
+  // Every rank's point-to-point flags: flag [block * max_ranks + from] of rank r counts the
+  // signals block `block` of rank `from` has sent to r, ever.
+  std::uint64_t* flags[max_ranks];
+  // This rank's own counts: [block * max_ranks + peer] the signals its block `block` has sent to
+  // `peer`, then (max_blocks * max_ranks further on) the waits it has made on `peer`.
+  std::uint64_t* counts;
   // This rank's epochs, one per block slot, all equal between calls (see block_session).
   std::uint64_t* epochs;
   // Every rank's one-shot scratch: two halves of `half_bytes` each.
@@ -74,6 +80,11 @@ __device__ inline unsigned long long nanoseconds() {
 //
 // A slot [block * max_ranks + from] of rank r is written only by block `block` of rank `from`, in
 // increasing values, so "at least v" means "that block has made its v-th call or a later one".
+//
+// Point-to-point signals count instead, and need no epoch: the n-th signal block b of rank r ever
+// sends to rank p stores n into p's flag [b][r], and the n-th wait block b of p ever makes on r
+// waits for that flag to reach n. The counts live in each rank's own memory, touched only by
+// thread 0 of block b of the kernels in stream order, so they too replay from graphs.
 
 // The block's index in its grid and its thread's index in the block, whatever their dimensions.
 __device__ inline unsigned linear_block() {
@@ -157,15 +168,21 @@ class block_session {
   __device__ void sync(const char* call = "sync") { barrier(*e_, block_, next(), call); }
 
   __device__ void signal(int peer) {
-    const std::uint64_t value = next();
     __syncthreads(); // the block's writes so far come before the flag
-    if (linear_thread() == 0) raise(*e_, peer, block_, value);
+    if (linear_thread() == 0) {
+      std::uint64_t& sent = e_->counts[block_ * max_ranks + peer];
+      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(
+          e_->flags[peer][block_ * max_ranks + e_->rank]);
+      flag.store(++sent, cuda::std::memory_order_release);
+    }
   }
 
-  __device__ void wait(int peer) {
-    const std::uint64_t value = next();
-    if (linear_thread() == 0)
-      wait_for(*e_, e_->signals[e_->rank][block_ * max_ranks + peer], value, block_, peer, "wait");
+  __device__ void wait(int peer, const char* call = "wait") {
+    if (linear_thread() == 0) {
+      std::uint64_t& waited =
+          e_->counts[std::size_t{max_blocks} * max_ranks + block_ * max_ranks + peer];
+      wait_for(*e_, e_->flags[e_->rank][block_ * max_ranks + peer], ++waited, block_, peer, call);
+    }
     __syncthreads();
   }
 
@@ -330,15 +347,20 @@ __device__ inline void reduce_range(const per_rank<const T>& from, std::size_t f
 }
 
 // Releases a kernel that waits for members that never launched (their launch failed): it raises,
-// in the waiting member's own signal slots, every slot of the missing members [first_missing,
-// ranks) past any value. It runs on a stream of the member's own beside the waiting kernel.
-// (A template, as every kernel in a header must be, so that translation units may share it.)
+// in the waiting member's own signal slots and flags, every slot of the missing members
+// [first_missing, ranks) past any value. It runs on a stream of the member's own beside the
+// waiting kernel. (A template, as every kernel in a header must be, so that translation units may
+// share it.)
 template <class Word>
-__global__ void release_waiting(Word* signals, int first_missing, int ranks) {
+__global__ void release_waiting(Word* signals, Word* flags, int first_missing, int ranks) {
   const int peer = first_missing + static_cast<int>(threadIdx.x);
   if (peer >= ranks) return;
-  cuda::atomic_ref<Word, cuda::thread_scope_system> slot(signals[blockIdx.x * max_ranks + peer]);
-  slot.store(~Word{0}, cuda::std::memory_order_release);
+  const auto raise_past_all = [&](Word* slots) {
+    cuda::atomic_ref<Word, cuda::thread_scope_system> slot(slots[blockIdx.x * max_ranks + peer]);
+    slot.store(~Word{0}, cuda::std::memory_order_release);
+  };
+  raise_past_all(signals);
+  raise_past_all(flags);
 }
 
 // Every kernel returns at once when launched with ranks == 0 (ensure_loaded's no-op launch).
