@@ -38,8 +38,9 @@
 // block wrote before sync() or signal(p) is visible to the threads of the same block of the peer
 // (every rank for sync, p for signal) after that block's matching sync() or wait(). Writes of
 // other blocks are ordered only by grid_sync(): what any block of any rank wrote before it is
-// visible to every block of every rank after it. Read data a peer wrote during the kernel with
-// plain loads or __ldcg (L2), never __ldg or through `const __restrict__` (the read-only path).
+// visible to every block of every rank after it. Read data a peer wrote during the kernel through
+// L2 (__ldcg, volatile or atomic loads): L1 is not coherent with other GPUs' stores; never __ldg
+// or `const __restrict__` (the read-only path).
 //
 // A debug build (NDEBUG not defined, or COHORT_DEVICE_CHECKS=1; COHORT_DEVICE_CHECKS=0 turns the
 // checks off) bounds-checks ranks and offsets and a session left without end(): a failed check
@@ -148,9 +149,7 @@ class p2p_session {
   // multiple of 8, so that the engine's calls keep alternating their scratch halves).
   __device__ void end() {
     s_.end(s_.user_step());
-#if COHORT_DEVICE_CHECKS
     ended_ = true;
-#endif
   }
 
 #if COHORT_DEVICE_CHECKS
@@ -188,9 +187,7 @@ class p2p_session {
   }
 
   detail::p2p::block_session s_;
-#if COHORT_DEVICE_CHECKS
-  bool ended_ = false;
-#endif
+  bool ended_ = false; // in every build, so that the layout does not depend on the checks
 };
 
 // Rank rank()'s view of a buffer of size() elements on every member of a p2p_clique.
