@@ -25,8 +25,9 @@ __device__ inline float update_reading_halos(const float* in, const slab_shape& 
 
 // `grids[0]`, `grids[1]`: this member's slabs (and its neighbours'); `rows_above`: how many rows
 // the member above owns (where its bottom halo row sits).
-__global__ void jacobi_persistent(cohort::p2p_handle<float> grid0, cohort::p2p_handle<float> grid1,
-                                  slab_shape s, std::size_t rows_above, std::size_t iterations) {
+__global__ void __launch_bounds__(512)
+    jacobi_persistent(cohort::p2p_handle<float> grid0, cohort::p2p_handle<float> grid1,
+                      slab_shape s, std::size_t rows_above, std::size_t iterations) {
   auto session = grid0.session();
   const int rank = grid0.rank();
   const bool has_up = rank > 0, has_down = rank + 1 < grid0.ranks();
@@ -106,7 +107,7 @@ class jacobi_in_kernel {
   }
 
  private:
-  static constexpr unsigned threads = 256;
+  static constexpr unsigned threads = 512; // 256 blocks of 512: about half of an H200's threads
 
   // Every member's slab as large as the largest: a p2p_handle needs the same size everywhere.
   cohort::partition equal_slabs() const {

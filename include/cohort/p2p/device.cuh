@@ -134,9 +134,10 @@ class p2p_session {
   __device__ void grid_sync() {
     const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     if (!grid.is_valid()) [[unlikely]] {
-      printf("cohort p2p: p2p_session::grid_sync needs a cooperative launch "
-             "(launch_config{.cooperative = true}) (block %u, thread %u). Stopping the kernel.\n",
-             detail::p2p::linear_block(), detail::p2p::linear_thread());
+      if (detail::p2p::linear_thread() == 0)
+        printf("cohort p2p: p2p_session::grid_sync needs a cooperative launch "
+               "(launch_config{.cooperative = true}) (block %u, thread %u). Stopping the kernel.\n",
+               detail::p2p::linear_block(), detail::p2p::linear_thread());
       __trap();
     }
     const std::uint64_t value = s_.next();

@@ -120,7 +120,8 @@ __device__ inline void wait_for(const engine& e, std::uint64_t& slot, std::uint6
 }
 
 // Stores `value` into block `block`'s slot from this rank on rank `peer` (system-scope release).
-__device__ inline void raise(const engine& e, int peer, unsigned block, std::uint64_t value) {
+__device__ inline void store_signal(const engine& e, int peer, unsigned block,
+                                    std::uint64_t value) {
   cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> out(
       e.signals[peer][block * max_ranks + e.rank]);
   out.store(value, cuda::std::memory_order_release);
@@ -135,7 +136,7 @@ __device__ inline void barrier(const engine& e, unsigned block, std::uint64_t va
   __syncthreads();
   for (int peer = static_cast<int>(linear_thread()); peer < e.ranks;
        peer += static_cast<int>(block_size())) {
-    raise(e, peer, block, value);
+    store_signal(e, peer, block, value);
     wait_for(e, e.signals[e.rank][block * max_ranks + peer], value, block, peer, call);
   }
   __syncthreads();
