@@ -42,6 +42,7 @@
 
 // The peer-to-peer engine needs no NCCL.
 #include "p2p/collectives.cuh"
+#include "p2p/device.cuh"
 #include "p2p/p2p_clique.cuh"
 
 #if COHORT_WITH_NCCL

@@ -54,6 +54,19 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(g["peer-to-peer all_reduce ≥ 2× faster than NCCL at ≤ 8 KiB"], ("1.49–1.70×", "missed"))
         self.assertEqual(g["peer-to-peer all_reduce busbw ≥ NCCL's from 64 MiB"], ("1.018–1.160× NCCL", "met"))
 
+    def test_fused_goal_reads_rows_up_to_128_kib_eager_and_graph(self):
+        text = ("## fused layer tail against unfused (us per call)\n\n"
+                "| hidden | tokens | KiB per rank | unfused us | fused us | speed-up | unfused graph us "
+                "| fused graph us | graph speed-up | nccl+norm us |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+                "| 4096 | 1 | 8 | 10 | 7 | 1.43 | 9 | 6 | 1.50 | - |\n"
+                "| 4096 | 16 | 128 | 12 | 10 | 1.20 | 9 | 6 | 1.50 | - |\n"
+                "| 4096 | 128 | 1024 | 20 | 19 | 1.05 | 19 | 18 | 1.05 | - |\n")
+        rows = run.goals({"fused_bench": run.parse_tables(text)},
+                         {"fused_bench": ["# group: 2 member(s) emulated on GPU 0"]})
+        fused = [(result, status) for goal, result, status in rows if goal.startswith("fused layer tail")]
+        self.assertEqual(fused, [("1.20–1.50×", "missed")])  # 1024 KiB is past the goal's range
+
     def test_one_rank_and_one_gpu_are_not_judged_as_peers(self):
         g = goals_of(nccl_bench="2026-11-30-h200x1-report/nccl_bench.txt")
         self.assertEqual(g["all_reduce through NCCL against raw NCCL"][1], "—")

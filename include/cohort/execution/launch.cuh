@@ -6,12 +6,17 @@
 //   cohort::launch(stream, {.grid = 264, .block = 256}, scale, x, 2.0f);
 //   cohort::launch(stream, {.grid = blocks, .block = 256, .shared_bytes = 4096, .name = "scale"},
 //                  scale, x, 2.0f);
+//   cohort::launch(stream, {.grid = fits, .block = 256, .cooperative = true}, persistent, x);
 //
 // Like CCCL's `cuda::launch(stream, config, kernel, args...)`, the stream comes first and the
 // arguments are converted to the kernel's parameter types as a `<<<...>>>` launch converts them.
 // A grid or block with a zero dimension is refused before anything is enqueued; an error CUDA
 // reports for the launch becomes a `cuda_error` that names the kernel (`name`, else CUDA's name
 // for the function) and the device. Launches may be captured into a graph like any other.
+//
+// A cooperative launch (cudaLaunchAttributeCooperative) lets the kernel use cooperative groups'
+// grid.sync(): CUDA refuses it, and cohort reports it naming the kernel, when the whole grid could
+// not be resident at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor times the SMs).
 #pragma once
 
 #include "../devices/scoped_device.cuh"
@@ -23,6 +28,8 @@
 
 #include <cstddef>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace cohort {
@@ -32,11 +39,14 @@ struct launch_config {
   dim3 block = 1;
   std::size_t shared_bytes = 0; // dynamic shared memory per block
   const char* name = nullptr;   // for error messages; CUDA's name for the kernel where null
+  bool cooperative = false;     // every block resident at once, for grid.sync()
 };
 
 namespace detail {
 
-inline bool has_zero_dimension(dim3 d) noexcept { return d.x == 0 || d.y == 0 || d.z == 0; }
+inline bool has_zero_dimension(dim3 d) noexcept {
+  return d.x == 0 || d.y == 0 || d.z == 0;
+}
 
 inline std::string kernel_name(const launch_config& config, const void* kernel) {
   if (config.name != nullptr) return config.name;
@@ -54,19 +64,55 @@ void launch(stream_ref stream, const launch_config& config, void (*kernel)(Param
   static_assert(sizeof...(Params) == sizeof...(Args),
                 "cohort::launch: give the kernel exactly as many arguments as it has parameters.");
   if (detail::has_zero_dimension(config.grid) || detail::has_zero_dimension(config.block))
-    detail::throw_invalid_argument("launch", "config",
-                                   "grid and block need at least 1 in every dimension (launching " +
-                                       detail::kernel_name(config, reinterpret_cast<const void*>(
-                                                                       kernel)) +
-                                       " on device " + std::to_string(stream.device().get()) +
-                                       "); skip the launch when there is no work.");
+    detail::throw_invalid_argument(
+        "launch", "config",
+        "grid and block need at least 1 in every dimension (launching " +
+            detail::kernel_name(config, reinterpret_cast<const void*>(kernel)) + " on device " +
+            std::to_string(stream.device().get()) + "); skip the launch when there is no work.");
   scoped_device on(stream.device());
-  kernel<<<config.grid, config.block, config.shared_bytes, stream.native_handle()>>>(
-      std::forward<Args>(args)...);
+  if (!config.cooperative) {
+    kernel<<<config.grid, config.block, config.shared_bytes, stream.native_handle()>>>(
+        std::forward<Args>(args)...);
+  } else {
+    // The arguments converted to the parameters' types, as <<<>>> converts them, and passed by
+    // address as cudaLaunchKernelExC takes them.
+    std::tuple<std::remove_cvref_t<Params>...> converted(std::forward<Args>(args)...);
+    void* addresses[sizeof...(Params) > 0 ? sizeof...(Params) : 1] = {};
+    std::apply(
+        [&](auto&... p) {
+          std::size_t k = 0;
+          ((addresses[k++] = static_cast<void*>(&p)), ...);
+        },
+        converted);
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeCooperative;
+    attribute.val.cooperative = 1;
+    cudaLaunchConfig_t native{};
+    native.gridDim = config.grid;
+    native.blockDim = config.block;
+    native.dynamicSmemBytes = config.shared_bytes;
+    native.stream = stream.native_handle();
+    native.attrs = &attribute;
+    native.numAttrs = 1;
+    const cudaError_t status =
+        cudaLaunchKernelExC(&native, reinterpret_cast<const void*>(kernel), addresses);
+    if (status != cudaSuccess) [[unlikely]] {
+      (void)cudaGetLastError();
+      throw cuda_error(status,
+                       "cooperative launch of " +
+                           detail::kernel_name(config, reinterpret_cast<const void*>(kernel)) +
+                           (status == cudaErrorCooperativeLaunchTooLarge
+                                ? " (the grid cannot be resident at once: use at most "
+                                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor times the SMs "
+                                  "of the stream's device or SM share)"
+                                : ""),
+                       stream.device().get());
+    }
+  }
   if (cudaError_t status = cudaGetLastError(); status != cudaSuccess) [[unlikely]]
-    throw cuda_error(status,
-                     "launch of " + detail::kernel_name(config, reinterpret_cast<const void*>(kernel)),
-                     stream.device().get());
+    throw cuda_error(
+        status, "launch of " + detail::kernel_name(config, reinterpret_cast<const void*>(kernel)),
+        stream.device().get());
 }
 
 } // namespace cohort

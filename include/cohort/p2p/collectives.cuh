@@ -38,8 +38,8 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cohort {
@@ -65,7 +65,9 @@ using lane_of = std::conditional_t<
     std::is_same_v<std::remove_cv_t<T>, __half2>, __half,
     std::conditional_t<std::is_same_v<std::remove_cv_t<T>, __nv_bfloat162>, __nv_bfloat16, void>>;
 
-inline bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+inline bool aligned_16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
 
 // What rank i's kernel gets; `no_op` for ensure_loaded's launch.
 inline engine engine_arg(const p2p_clique& peers, std::size_t i, bool no_op) {
@@ -136,9 +138,9 @@ void dispatch_reduction(const per_rank<const T>& in, const per_rank<T>& out, std
     if (options.accumulate_in_float || is_cohort_operator<Op>) {
       if (options.accumulate_in_float)
         return launch.template operator()<lane, float>(as_lanes<const lane>(in),
-                                                        as_lanes<lane>(out), 2 * count);
+                                                       as_lanes<lane>(out), 2 * count);
       return launch.template operator()<lane, lane>(as_lanes<const lane>(in), as_lanes<lane>(out),
-                                                     2 * count);
+                                                    2 * count);
     }
   }
   if constexpr (is_half_like<T>) {
@@ -172,58 +174,57 @@ template <class T, class Op>
 void all_reduce(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T>& out,
                 std::size_t count, Op op, p2p_options options) {
   const p2p_algorithm algorithm = choose(peers, count * sizeof(T), options.algorithm);
-  dispatch_reduction<T, Op>(in, out, count, options, [&]<class U, class Acc>(
-                                                         const per_rank<const U>& from,
-                                                         const per_rank<U>& to, std::size_t n) {
-    using R = reducer<U, Acc, Op, divides_by_ranks<Op>>;
-    const R r{op, static_cast<int>(peers.size())};
-    constexpr int V = wide_pack<U>;
-    const bool wide = V > 1 && all_aligned(peers, from) && all_aligned(peers, to);
-    const std::size_t unit = wide ? V : 1;
-    if (algorithm == p2p_algorithm::one_shot) {
-      auto args = [&](std::size_t i, bool no_op) {
-        return std::make_tuple(from.of[i], to.of[i], n, engine_arg(peers, i, no_op), r);
-      };
-      launch_packed<one_shot_all_reduce<U, Acc, V, R>, one_shot_all_reduce<U, Acc, 1, R>>(
-          wide, peers, peers.blocks_for(n / unit), "cohort p2p one_shot_all_reduce", args);
-      return;
-    }
-    const std::size_t per_member = (n + peers.size() - 1) / peers.size();
-    const std::size_t chunk = (per_member + unit - 1) / unit * unit;
-    auto args = [&](std::size_t i, bool no_op) {
-      return std::make_tuple(from, to, n, chunk, engine_arg(peers, i, no_op), r);
-    };
-    launch_packed<two_shot_all_reduce<U, Acc, V, R>, two_shot_all_reduce<U, Acc, 1, R>>(
-        wide, peers, peers.blocks_for(chunk / unit), "cohort p2p two_shot_all_reduce", args);
-  });
+  dispatch_reduction<T, Op>(
+      in, out, count, options,
+      [&]<class U, class Acc>(const per_rank<const U>& from, const per_rank<U>& to, std::size_t n) {
+        using R = reducer<U, Acc, Op, divides_by_ranks<Op>>;
+        const R r{op, static_cast<int>(peers.size())};
+        constexpr int V = wide_pack<U>;
+        const bool wide = V > 1 && all_aligned(peers, from) && all_aligned(peers, to);
+        const std::size_t unit = wide ? V : 1;
+        if (algorithm == p2p_algorithm::one_shot) {
+          auto args = [&](std::size_t i, bool no_op) {
+            return std::make_tuple(from.of[i], to.of[i], n, engine_arg(peers, i, no_op), r);
+          };
+          launch_packed<one_shot_all_reduce<U, Acc, V, R>, one_shot_all_reduce<U, Acc, 1, R>>(
+              wide, peers, peers.blocks_for(n / unit), "cohort p2p one_shot_all_reduce", args);
+          return;
+        }
+        const std::size_t per_member = (n + peers.size() - 1) / peers.size();
+        const std::size_t chunk = (per_member + unit - 1) / unit * unit;
+        auto args = [&](std::size_t i, bool no_op) {
+          return std::make_tuple(from, to, n, chunk, engine_arg(peers, i, no_op), r);
+        };
+        launch_packed<two_shot_all_reduce<U, Acc, V, R>, two_shot_all_reduce<U, Acc, 1, R>>(
+            wide, peers, peers.blocks_for(chunk / unit), "cohort p2p two_shot_all_reduce", args);
+      });
 }
 
 // reduce_scatter (root < 0) or reduce (to `root`): `count` elements per rank's output.
 template <class T, class Op>
 void reduce_to(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T>& out,
                std::size_t count, Op op, int root, p2p_options options) {
-  dispatch_reduction<T, Op>(in, out, count, options, [&]<class U, class Acc>(
-                                                         const per_rank<const U>& from,
-                                                         const per_rank<U>& to, std::size_t n) {
-    using R = reducer<U, Acc, Op, divides_by_ranks<Op>>;
-    const R r{op, static_cast<int>(peers.size())};
-    constexpr int V = wide_pack<U>;
-    const bool wide = V > 1 && (root >= 0 || (n * sizeof(U)) % 16 == 0) &&
-                      all_aligned(peers, from) && all_aligned(peers, to, /*null_ok=*/true);
-    auto args = [&](std::size_t i, bool no_op) {
-      return std::make_tuple(from, to.of[i], n, root, engine_arg(peers, i, no_op), r);
-    };
-    launch_packed<p2p::reduce_to<U, Acc, V, R>, p2p::reduce_to<U, Acc, 1, R>>(
-        wide, peers, peers.blocks_for(n / (wide ? V : 1)),
-        root < 0 ? "cohort p2p reduce_scatter" : "cohort p2p reduce", args);
-  });
+  dispatch_reduction<T, Op>(
+      in, out, count, options,
+      [&]<class U, class Acc>(const per_rank<const U>& from, const per_rank<U>& to, std::size_t n) {
+        using R = reducer<U, Acc, Op, divides_by_ranks<Op>>;
+        const R r{op, static_cast<int>(peers.size())};
+        constexpr int V = wide_pack<U>;
+        const bool wide = V > 1 && (root >= 0 || (n * sizeof(U)) % 16 == 0) &&
+                          all_aligned(peers, from) && all_aligned(peers, to, /*null_ok=*/true);
+        auto args = [&](std::size_t i, bool no_op) {
+          return std::make_tuple(from, to.of[i], n, root, engine_arg(peers, i, no_op), r);
+        };
+        launch_packed<p2p::reduce_to<U, Acc, V, R>, p2p::reduce_to<U, Acc, 1, R>>(
+            wide, peers, peers.blocks_for(n / (wide ? V : 1)),
+            root < 0 ? "cohort p2p reduce_scatter" : "cohort p2p reduce", args);
+      });
 }
 
 template <class T>
 void all_gather(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T>& out,
                 std::size_t count) {
-  static_assert(bitwise_copyable_v<T>,
-                "all_gather moves bytes: T must be trivially copyable.");
+  static_assert(bitwise_copyable_v<T>, "all_gather moves bytes: T must be trivially copyable.");
   for (std::size_t i = 0; i < peers.size(); ++i) {
     // In place is send i at slot i of recv i; any other overlap is refused.
     const bool own_slot = in.of[i] == out.of[i] + count * i;
@@ -235,8 +236,8 @@ void all_gather(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T
   }
   if (count == 0) return;
   constexpr int V = wide_pack<T>;
-  const bool wide = V > 1 && (count * sizeof(T)) % 16 == 0 && all_aligned(peers, in) &&
-                    all_aligned(peers, out);
+  const bool wide =
+      V > 1 && (count * sizeof(T)) % 16 == 0 && all_aligned(peers, in) && all_aligned(peers, out);
   auto args = [&](std::size_t i, bool no_op) {
     return std::make_tuple(in, out.of[i], count, engine_arg(peers, i, no_op));
   };
@@ -246,8 +247,7 @@ void all_gather(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T
 
 template <class T>
 void broadcast(p2p_clique& peers, const per_rank<T>& data, std::size_t count, int root) {
-  static_assert(bitwise_copyable_v<T>,
-                "broadcast moves bytes: T must be trivially copyable.");
+  static_assert(bitwise_copyable_v<T>, "broadcast moves bytes: T must be trivially copyable.");
   if (root < 0 || static_cast<std::size_t>(root) >= peers.size())
     throw_invalid_argument("broadcast (p2p)", "root",
                            "rank " + std::to_string(root) + " is not in [0, " +
@@ -422,7 +422,8 @@ void reduce(p2p_clique& peers, const distributed_buffer<T>& send, distributed_bu
 // empty).
 template <class S, class T, class Op>
 void reduce(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
-            const std::vector<cuda::std::span<T>>& recv, Op op, int root, p2p_options options = {}) {
+            const std::vector<cuda::std::span<T>>& recv, Op op, int root,
+            p2p_options options = {}) {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>, "send and recv hold the same type.");
   detail::p2p::require_on_members(peers, send, "reduce (p2p)", "send");
   detail::p2p::require_root(peers, root, "reduce (p2p)");
@@ -430,8 +431,8 @@ void reduce(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
   detail::require_count(recv.size(), peers.size(), "reduce (p2p)", "recv", "one span per member");
   detail::require_count(recv[root].size(), count, "reduce (p2p)", "recv",
                         "the root's span, the size of a span of 'send'");
-  detail::require_memory_of(peers.device(root), recv[root].data(), recv[root].size_bytes(), "reduce (p2p)",
-                    "recv[" + std::to_string(root) + "]");
+  detail::require_memory_of(peers.device(root), recv[root].data(), recv[root].size_bytes(),
+                            "reduce (p2p)", "recv[" + std::to_string(root) + "]");
   const auto in = detail::p2p::pointers<const T>(send);
   detail::p2p::per_rank<T> out{};
   out.of[root] = recv[root].data();

@@ -1,7 +1,8 @@
 // cohort/p2p/p2p_clique.cuh — the members of a device group, ready for cohort's own
 // peer-to-peer collectives (p2p/collectives.cuh): every pair has peer access, and each member
-// holds, in its own memory, the engine's state (signal slots and per-block epochs, which the
-// kernels advance) and a scratch buffer for small messages.
+// holds, in its own memory, the engine's state (signal slots, point-to-point flags and counts for
+// users' kernels (p2p/device.cuh), and per-block epochs, which the kernels advance) and a scratch
+// buffer for small messages.
 //
 //   cohort::device_group group(cohort::devices());
 //   cohort::p2p_clique peers(group);                 // throws naming a pair without a peer path
@@ -15,7 +16,8 @@
 //
 // Rules, as NCCL has its own for concurrent communicators. A clique is used from one host thread
 // at a time; its calls run in the order they are made, on every member; cliques of different
-// threads may share GPUs. A call's grid is a budget, at most half of each member's SMs
+// threads may share GPUs. Users' kernels that open a p2p_session (p2p/device.cuh) are calls
+// of the clique too, ordered with the others the same way. A call's grid is a budget, at most half of each member's SMs
 // (`max_blocks`), so that the kernels of two cliques over the same GPUs, or a user's kernel beside
 // them, can be resident together; calls of more than two cliques that may run at once on the same
 // GPUs need an order between them (the same streams, or events), or smaller `max_blocks`. The
@@ -166,8 +168,8 @@ class p2p_clique {
   void release(std::size_t i, int first_missing, unsigned blocks) {
     launch(rescue_.at(i),
            {.grid = blocks, .block = detail::p2p::max_ranks, .name = "cohort p2p release_waiting"},
-           detail::p2p::release_waiting<std::uint64_t>, engines_.at(i).signals[i], first_missing,
-           static_cast<int>(size()));
+           detail::p2p::release_waiting<std::uint64_t>, engines_.at(i).signals[i],
+           engines_.at(i).flags[i], first_missing, static_cast<int>(size()));
   }
 
   // Testing: moves every member's epochs forward to `epoch` (a multiple of 4, above every epoch
@@ -186,10 +188,10 @@ class p2p_clique {
   }
 
  private:
-  // Signal slots then epochs, in 64-bit words.
+  // Signal slots, flags, sent and waited counts, then epochs, in 64-bit words.
   static constexpr std::size_t signal_words =
       std::size_t{detail::p2p::max_blocks} * detail::p2p::max_ranks;
-  static constexpr std::size_t state_words = signal_words + detail::p2p::max_blocks;
+  static constexpr std::size_t state_words = 4 * signal_words + detail::p2p::max_blocks;
 
   static p2p_clique_options checked(p2p_clique_options options) {
     if (options.one_shot_limit > max_one_shot_limit)
@@ -217,9 +219,11 @@ class p2p_clique {
     detail::p2p::engine e{};
     for (std::size_t i = 0; i < size(); ++i) {
       e.signals[i] = const_cast<std::uint64_t*>(state_[i].data());
+      e.flags[i] = e.signals[i] + signal_words;
       e.scratch[i] = const_cast<unsigned char*>(scratch_[i].data());
     }
-    e.epochs = const_cast<std::uint64_t*>(state_[rank].data()) + signal_words;
+    e.counts = const_cast<std::uint64_t*>(state_[rank].data()) + 2 * signal_words;
+    e.epochs = const_cast<std::uint64_t*>(state_[rank].data()) + 4 * signal_words;
     e.half_bytes = options_.one_shot_limit;
     e.patience_ns = static_cast<unsigned long long>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(options_.patience).count());

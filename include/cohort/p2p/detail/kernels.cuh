@@ -7,7 +7,7 @@
 // exactly the work that depends on it, and no grid-wide sync is needed.
 //
 // The engine's state lives on the GPUs: each rank keeps one 64-bit epoch per block slot, which its
-// kernels read when they start and advance before they end (call_epoch). Barrier values and the
+// kernels read when they start and advance before they end (block_session). Barrier values and the
 // one-shot scratch half come from the epoch, so the host passes only pointers and sizes, and a
 // launch captured into a CUDA graph replays correctly any number of times, mixed with direct
 // calls (NCCL's LSA barrier sessions and vLLM's custom all-reduce keep their state the same way).
@@ -40,7 +40,13 @@ struct engine {
   // Every rank's signal slots: slot [block * max_ranks + from] of rank r holds the last barrier
   // value block `block` of rank `from` sent to r.
   std::uint64_t* signals[max_ranks];
-  // This rank's epochs, one per block slot, all equal between calls (see call_epoch).
+  // Every rank's point-to-point flags: flag [block * max_ranks + from] of rank r counts the
+  // signals block `block` of rank `from` has sent to r, ever.
+  std::uint64_t* flags[max_ranks];
+  // This rank's own counts: [block * max_ranks + peer] the signals its block `block` has sent to
+  // `peer`, then (max_blocks * max_ranks further on) the waits it has made on `peer`.
+  std::uint64_t* counts;
+  // This rank's epochs, one per block slot, all equal between calls (see block_session).
   std::uint64_t* epochs;
   // Every rank's one-shot scratch: two halves of `half_bytes` each.
   unsigned char* scratch[max_ranks];
@@ -61,67 +67,151 @@ __device__ inline unsigned long long nanoseconds() {
   return t;
 }
 
-// A call's epoch: block b reads its slot when it starts and, when done, advances every slot it
+// Sessions: what a block of a call (an engine kernel, or a user's kernel through p2p_handle) knows
+// of its place in the clique's sequence of calls.
+//
+// Block b reads its epoch slot when the session opens and, when it ends, advances every slot it
 // stands for (b, b + grid, b + 2 grid, ...), so that all max_blocks slots stay equal whatever the
 // grid of each call. Each rank runs the same calls with the same grids, so block b's epoch is the
 // same on every rank, and the barrier values and scratch half derived from it agree without the
-// host handing any out. Values only grow, 4 per call: 2^64 is never reached.
-class call_epoch {
- public:
-  __device__ explicit call_epoch(const engine& e) : e_(e) {
-    __shared__ std::uint64_t base;
-    if (threadIdx.x == 0) base = e.epochs[blockIdx.x];
-    __syncthreads();
-    base_ = base;
-  }
-  // The value of barrier k (0, 1 or 2) of this call.
-  __device__ std::uint64_t barrier_value(int k) const { return base_ + 1 + k; }
-  // This call's half of every rank's one-shot scratch: consecutive calls alternate, and a rank
-  // reaches the call after next only once every rank has finished this one.
-  __device__ std::size_t scratch_offset() const {
-    return ((base_ / epoch_step) & 1u) * e_.half_bytes;
-  }
-  // After the block's last access to shared state. The block's threads share the stores (one
-  // thread storing them all cost 25 us on a 1-block call).
-  __device__ void advance() const {
-    __syncthreads();
-    for (unsigned b = blockIdx.x + threadIdx.x * gridDim.x; b < static_cast<unsigned>(max_blocks);
-         b += gridDim.x * blockDim.x)
-      e_.epochs[b] = base_ + epoch_step;
-  }
+// host handing any out. Each session call (sync, signal, wait, grid_sync) takes the next value
+// base + 1, base + 2, ...; the session ends by moving the epoch past every value it used. Values
+// only grow: 2^64 is never reached.
+//
+// A slot [block * max_ranks + from] of rank r is written only by block `block` of rank `from`, in
+// increasing values, so "at least v" means "that block has made its v-th call or a later one".
+//
+// Point-to-point signals count instead, and need no epoch: the n-th signal block b of rank r ever
+// sends to rank p stores n into p's flag [b][r], and the n-th wait block b of p ever makes on r
+// waits for that flag to reach n. The counts live in each rank's own memory, touched only by
+// thread 0 of block b of the kernels in stream order, so they too replay from graphs.
 
- private:
-  const engine& e_;
-  std::uint64_t base_;
-};
+// The block's index in its grid and its thread's index in the block, whatever their dimensions.
+__device__ inline unsigned linear_block() {
+  return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+}
+__device__ inline unsigned grid_blocks() {
+  return gridDim.x * gridDim.y * gridDim.z;
+}
+__device__ inline unsigned linear_thread() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ inline unsigned block_size() {
+  return blockDim.x * blockDim.y * blockDim.z;
+}
 
-// Block b of every rank meets block b of every other rank: it stores `value` into its slot of
-// every rank's signals (system-scope release: the block's writes so far come first) and waits
-// until every rank's block b has stored at least `value` into its own.
-__device__ inline void barrier(const engine& e, std::uint64_t value) {
-  __syncthreads(); // the whole block's work so far comes before the signal (release is cumulative)
-  if (static_cast<int>(threadIdx.x) < e.ranks) {
-    const int peer = static_cast<int>(threadIdx.x);
-    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> out(
-        e.signals[peer][blockIdx.x * max_ranks + e.rank]);
-    out.store(value, cuda::std::memory_order_release);
-    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> in(
-        e.signals[e.rank][blockIdx.x * max_ranks + peer]);
-    const unsigned long long since = e.patience_ns != 0 ? nanoseconds() : 0;
-    while (in.load(cuda::std::memory_order_acquire) < value) {
-      if (e.patience_ns != 0 && nanoseconds() - since > e.patience_ns) {
-        printf("cohort p2p: rank %d, block %u has waited %llu ms for rank %d, which has not "
-               "arrived: its kernel could not run beside this one (kernels serialised by a tool, "
-               "a blocked stream, another clique's kernels filling its SMs) or is only late (a "
-               "long kernel before the collective, a debugger; then make the p2p_clique with a "
-               "longer patience, or p2p_clique_options::wait_forever). Stopping the kernel.\n",
-               e.rank, blockIdx.x, e.patience_ns / 1000000ull, peer);
-        __trap();
-      }
+// Waits until `slot` holds at least `value` (system-scope acquire), within the engine's patience.
+__device__ inline void wait_for(const engine& e, std::uint64_t& slot, std::uint64_t value,
+                                unsigned block, int peer, const char* call) {
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> in(slot);
+  const unsigned long long since = e.patience_ns != 0 ? nanoseconds() : 0;
+  while (in.load(cuda::std::memory_order_acquire) < value) {
+    if (e.patience_ns != 0 && nanoseconds() - since > e.patience_ns) {
+      printf("cohort p2p: rank %d, block %u has waited %llu ms in %s for rank %d, which has not "
+             "arrived: its kernel could not run beside this one (kernels serialised by a tool, "
+             "a blocked stream, another clique's kernels filling its SMs, a grid larger than "
+             "fits beside its peers) or is only late (a long kernel before the call, a debugger; "
+             "then make the p2p_clique with a longer patience, or "
+             "p2p_clique_options::wait_forever). Stopping the kernel.\n",
+             e.rank, block, e.patience_ns / 1000000ull, call, peer);
+      __trap();
     }
+  }
+}
+
+// Stores `value` into block `block`'s slot from this rank on rank `peer` (system-scope release).
+__device__ inline void store_signal(const engine& e, int peer, unsigned block,
+                                    std::uint64_t value) {
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> out(
+      e.signals[peer][block * max_ranks + e.rank]);
+  out.store(value, cuda::std::memory_order_release);
+}
+
+// Block `block` of every rank meets block `block` of every other rank: it stores `value` into its
+// slot of every rank's signals (release: the block's writes so far come first, as release is
+// cumulative over the __syncthreads before it) and waits until every rank's block has stored at
+// least `value` into its own (acquire, then __syncthreads hands it to the whole block).
+__device__ inline void barrier(const engine& e, unsigned block, std::uint64_t value,
+                               const char* call) {
+  __syncthreads();
+  for (int peer = static_cast<int>(linear_thread()); peer < e.ranks;
+       peer += static_cast<int>(block_size())) {
+    store_signal(e, peer, block, value);
+    wait_for(e, e.signals[e.rank][block * max_ranks + peer], value, block, peer, call);
   }
   __syncthreads();
 }
+
+class block_session {
+ public:
+  // Every thread of the block, before anything else touches the clique's state.
+  __device__ explicit block_session(const engine& e)
+      : e_(&e)
+      , block_(linear_block()) {
+    __shared__ std::uint64_t base;
+    if (linear_thread() == 0) base = e.epochs[block_];
+    __syncthreads();
+    base_ = base;
+  }
+
+  __device__ const engine& clique() const { return *e_; }
+  __device__ unsigned block() const { return block_; }
+  // The values used so far, and the value the next call takes.
+  __device__ unsigned used() const { return used_; }
+  __device__ std::uint64_t next() { return base_ + ++used_; }
+  // This call's half of every rank's one-shot scratch: consecutive engine calls alternate, and a
+  // rank reaches the call after next only once every rank has finished this one (the call between
+  // has a barrier; a user's session advances by a multiple of 2 * epoch_step, see end_user).
+  __device__ std::size_t scratch_offset() const {
+    return ((base_ / epoch_step) & 1u) * e_->half_bytes;
+  }
+
+  __device__ void sync(const char* call = "sync") { barrier(*e_, block_, next(), call); }
+
+  __device__ void signal(int peer) {
+    __syncthreads(); // the block's writes so far come before the flag
+    if (linear_thread() == 0) {
+      std::uint64_t& sent = e_->counts[block_ * max_ranks + peer];
+      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(
+          e_->flags[peer][block_ * max_ranks + e_->rank]);
+      flag.store(++sent, cuda::std::memory_order_release);
+    }
+  }
+
+  __device__ void wait(int peer, const char* call = "wait") {
+    if (linear_thread() == 0) {
+      std::uint64_t& waited =
+          e_->counts[std::size_t{max_blocks} * max_ranks + block_ * max_ranks + peer];
+      wait_for(*e_, e_->flags[e_->rank][block_ * max_ranks + peer], ++waited, block_, peer, call);
+    }
+    __syncthreads();
+  }
+
+  // After the block's last access to shared state: moves every slot the block stands for to
+  // base + step (step a multiple of epoch_step above every value used). The block's threads share
+  // the stores (one thread storing them all cost 25 us on a 1-block call).
+  __device__ void end(std::uint64_t step) {
+    __syncthreads();
+    const unsigned grid = grid_blocks();
+    for (unsigned b = block_ + linear_thread() * grid; b < static_cast<unsigned>(max_blocks);
+         b += grid * block_size())
+      e_->epochs[b] = base_ + step;
+  }
+  // The step a user's session takes: the values it used rounded up to a multiple of
+  // 2 * epoch_step, at least that, so that the engine's next call keeps alternating scratch halves
+  // whatever the user's kernel synchronised.
+  __device__ std::uint64_t user_step() const {
+    constexpr std::uint64_t unit = 2 * epoch_step;
+    const std::uint64_t step = (std::uint64_t{used_} + unit - 1) / unit * unit;
+    return step == 0 ? unit : step;
+  }
+
+ private:
+  const engine* e_;
+  unsigned block_;
+  unsigned used_ = 0;
+  std::uint64_t base_ = 0;
+};
 
 // Loads one P through L2, in the widest pieces its alignment allows.
 template <class P>
@@ -258,15 +348,20 @@ __device__ inline void reduce_range(const per_rank<const T>& from, std::size_t f
 }
 
 // Releases a kernel that waits for members that never launched (their launch failed): it raises,
-// in the waiting member's own signal slots, every slot of the missing members [first_missing,
-// ranks) past any value. It runs on a stream of the member's own beside the waiting kernel.
-// (A template, as every kernel in a header must be, so that translation units may share it.)
+// in the waiting member's own signal slots and flags, every slot of the missing members
+// [first_missing, ranks) past any value. It runs on a stream of the member's own beside the
+// waiting kernel. (A template, as every kernel in a header must be, so that translation units may
+// share it.)
 template <class Word>
-__global__ void release_waiting(Word* signals, int first_missing, int ranks) {
+__global__ void release_waiting(Word* signals, Word* flags, int first_missing, int ranks) {
   const int peer = first_missing + static_cast<int>(threadIdx.x);
   if (peer >= ranks) return;
-  cuda::atomic_ref<Word, cuda::thread_scope_system> slot(signals[blockIdx.x * max_ranks + peer]);
-  slot.store(~Word{0}, cuda::std::memory_order_release);
+  const auto raise_past_all = [&](Word* slots) {
+    cuda::atomic_ref<Word, cuda::thread_scope_system> slot(slots[blockIdx.x * max_ranks + peer]);
+    slot.store(~Word{0}, cuda::std::memory_order_release);
+  };
+  raise_past_all(signals);
+  raise_past_all(flags);
 }
 
 // Every kernel returns at once when launched with ranks == 0 (ensure_loaded's no-op launch).
@@ -277,15 +372,15 @@ template <class T, class Acc, int V, class R>
 __global__ void __launch_bounds__(block_threads)
     one_shot_all_reduce(const T* in, T* out, std::size_t count, engine e, R r) {
   if (e.ranks == 0) return;
-  const call_epoch epoch(e);
-  const std::size_t half = epoch.scratch_offset();
+  block_session session(e);
+  const std::size_t half = session.scratch_offset();
   copy_range<T, V>(in, reinterpret_cast<T*>(e.scratch[e.rank] + half), count);
-  barrier(e, epoch.barrier_value(0));
+  session.sync("barrier");
   per_rank<const T> from;
   for (int q = 0; q < max_ranks; ++q)
     from.of[q] = reinterpret_cast<const T*>(e.scratch[q] + half);
   reduce_range<T, Acc, V>(from, 0, out, count, r);
-  epoch.advance();
+  session.end(epoch_step);
 }
 
 // Two-shot all-reduce, for large messages: rank q reduces chunk q of every rank's input into its
@@ -298,24 +393,24 @@ __global__ void __launch_bounds__(block_threads)
     two_shot_all_reduce(per_rank<const T> in, per_rank<T> out, std::size_t count, std::size_t chunk,
                         engine e, R r) {
   if (e.ranks == 0) return;
-  const call_epoch epoch(e);
+  block_session session(e);
   auto range = [&](int q, std::size_t& first, std::size_t& n) {
     const std::size_t start = chunk * static_cast<std::size_t>(q);
     first = start < count ? start : count;
     n = (count - first < chunk ? count - first : chunk);
   };
-  barrier(e, epoch.barrier_value(0));
+  session.sync("barrier");
   std::size_t first = 0, n = 0;
   range(e.rank, first, n);
   reduce_range<T, Acc, V>(in, first, out.of[e.rank] + first, n, r);
-  barrier(e, epoch.barrier_value(1));
+  session.sync("barrier");
   for (int step = 1; step < e.ranks; ++step) {
     const int q = (e.rank + step) % e.ranks; // each rank starts with a different peer
     range(q, first, n);
     copy_range<T, V>(out.of[q] + first, out.of[e.rank] + first, n);
   }
-  barrier(e, epoch.barrier_value(2));
-  epoch.advance();
+  session.sync("barrier");
+  session.end(epoch_step);
 }
 
 // Reduce-scatter (root < 0): rank q reduces block q (`count` elements at count * q) of every
@@ -326,14 +421,14 @@ template <class T, class Acc, int V, class R>
 __global__ void __launch_bounds__(block_threads)
     reduce_to(per_rank<const T> in, T* out, std::size_t count, int root, engine e, R r) {
   if (e.ranks == 0) return;
-  const call_epoch epoch(e);
-  barrier(e, epoch.barrier_value(0));
+  block_session session(e);
+  session.sync("barrier");
   if (root < 0)
     reduce_range<T, Acc, V>(in, count * static_cast<std::size_t>(e.rank), out, count, r);
   else if (e.rank == root)
     reduce_range<T, Acc, V>(in, 0, out, count, r);
-  barrier(e, epoch.barrier_value(1));
-  epoch.advance();
+  session.sync("barrier");
+  session.end(epoch_step);
 }
 
 // All-gather: every rank copies every rank's `count` elements into its slot of its output.
@@ -341,14 +436,14 @@ template <class T, int V>
 __global__ void __launch_bounds__(block_threads)
     all_gather(per_rank<const T> in, T* out, std::size_t count, engine e) {
   if (e.ranks == 0) return;
-  const call_epoch epoch(e);
-  barrier(e, epoch.barrier_value(0));
+  block_session session(e);
+  session.sync("barrier");
   for (int step = 0; step < e.ranks; ++step) {
     const int q = (e.rank + step) % e.ranks;
     if (in.of[q] != out + count * q) copy_range<T, V>(in.of[q], out + count * q, count);
   }
-  barrier(e, epoch.barrier_value(1));
-  epoch.advance();
+  session.sync("barrier");
+  session.end(epoch_step);
 }
 
 // Broadcast: every rank but the root copies the root's elements.
@@ -356,11 +451,11 @@ template <class T, int V>
 __global__ void __launch_bounds__(block_threads)
     broadcast(const T* root_data, T* data, std::size_t count, engine e) {
   if (e.ranks == 0) return;
-  const call_epoch epoch(e);
-  barrier(e, epoch.barrier_value(0));
+  block_session session(e);
+  session.sync("barrier");
   if (root_data != data) copy_range<T, V>(root_data, data, count);
-  barrier(e, epoch.barrier_value(1));
-  epoch.advance();
+  session.sync("barrier");
+  session.end(epoch_step);
 }
 
 } // namespace cohort::detail::p2p

@@ -6,9 +6,11 @@
 #include "../p2p_clique.cuh"
 #include "kernels.cuh"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <tuple>
 
 namespace cohort::detail::p2p {
@@ -39,60 +41,69 @@ inline void release_after_partial_launch(p2p_clique& peers, std::size_t launched
   }
 }
 
-// Loads `Kernel` on every member before its first launch there, by a launch with ranks == 0 (the
-// kernel returns at once). A launch loads the kernel into the context of the member's stream (a
-// green context on an emulated group), where querying its attributes would load it only into the
-// current one. Under capture the no-op launch is left out: instantiating the graph loads.
-template <auto Kernel, class Args>
-void ensure_loaded(p2p_clique& peers, unsigned blocks, const char* name, Args& args) {
+// Loads `kernel` on every member before its first launch there, by a launch with ranks == 0 (an
+// engine kernel returns at once; a user's kernel ends where it opens its session). A launch loads
+// the kernel into the context of the member's stream (a green context on an emulated group),
+// where querying its attributes would load it only into the current one. Under capture the no-op
+// launch is left out: instantiating the graph loads.
+template <class... Params, class Args>
+void ensure_loaded(p2p_clique& peers, const launch_config& config, void (*kernel)(Params...),
+                   Args& args) {
   auto& loaded = peers.loaded_kernels();
-  const void* key = reinterpret_cast<const void*>(Kernel);
+  const void* key = reinterpret_cast<const void*>(kernel);
   if (std::find(loaded.begin(), loaded.end(), key) != loaded.end()) return;
   std::unique_lock lock(loading_lock());
   for (std::size_t i = 0; i < peers.size(); ++i)
     if (peers.stream(i).is_capturing()) return; // loaded at instantiation; again next time
-  for (std::size_t i = 0; i < peers.size(); ++i) {
-    std::apply(
-        [&](auto&&... a) {
-          launch(peers.stream(i), {.grid = blocks, .block = block_threads, .name = name}, Kernel,
-                 a...);
-        },
-        args(i, /*no_op=*/true));
-  }
+  launch_config no_op = config;
+  no_op.cooperative = false; // every thread leaves at once, so the grid need not be resident
+  for (std::size_t i = 0; i < peers.size(); ++i)
+    std::apply([&](auto&&... a) { launch(peers.stream(i), no_op, kernel, a...); },
+               args(i, /*no_op=*/true));
   loaded.push_back(key);
 }
 
-// Launches `Kernel` on every member's stream with `args(member, false)`'s arguments (the engine
-// among them). A launch that fails after earlier members launched releases their kernels and
-// leaves the clique broken: its members' epochs now differ, so no later call could meet.
-template <auto Kernel, class Args>
-void launch_on_every_member(p2p_clique& peers, unsigned blocks, const char* name, Args&& args) {
-  require_argument(!peers.broken(), name, "peers",
-                   "an earlier call's launch failed part-way, so the members' engine states "
-                   "differ for good: make a new p2p_clique.");
-  ensure_loaded<Kernel>(peers, blocks, name, args);
+// Launches `kernel` on every member's stream with `args(member, false)`'s arguments (the engine
+// or a p2p_handle among them). A launch that fails after earlier members launched releases their
+// kernels and leaves the clique broken: its members' epochs now differ, so no later call could
+// meet.
+template <class... Params, class Args>
+void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& config,
+                                   void (*kernel)(Params...), Args&& args) {
+  if (peers.broken())
+    throw_invalid_argument(kernel_name(config, reinterpret_cast<const void*>(kernel)), "peers",
+                           "an earlier call's launch failed part-way, so the members' engine "
+                           "states differ for good: make a new p2p_clique.");
+  ensure_loaded(peers, config, kernel, args);
+  const unsigned blocks = config.grid.x * config.grid.y * config.grid.z;
   std::shared_lock lock(loading_lock());
   for (std::size_t i = 0; i < peers.size(); ++i) {
     try {
       if (fail_launch_on_member_for_testing().load() == static_cast<int>(i)) {
         fail_launch_on_member_for_testing() = -1;
-        throw cuda_error(cudaErrorLaunchFailure, std::string("launch of ") + name + " (injected)",
+        throw cuda_error(cudaErrorLaunchFailure,
+                         "launch of " + kernel_name(config, reinterpret_cast<const void*>(kernel)) +
+                             " (injected)",
                          peers.device(i).get());
       }
-      std::apply(
-          [&](auto&&... a) {
-            launch(peers.stream(i), {.grid = blocks, .block = block_threads, .name = name}, Kernel,
-                   a...);
-          },
-          args(i, false));
+      std::apply([&](auto&&... a) { launch(peers.stream(i), config, kernel, a...); },
+                 args(i, false));
     } catch (...) {
       if (i > 0) {
         peers.mark_broken();
-        release_after_partial_launch(peers, i, blocks);
+        release_after_partial_launch(peers, i,
+                                     std::min<unsigned>(blocks, static_cast<unsigned>(max_blocks)));
       }
       throw;
     }
   }
+}
+
+// An engine kernel: `blocks` blocks of block_threads.
+template <auto Kernel, class Args>
+void launch_on_every_member(p2p_clique& peers, unsigned blocks, const char* name, Args&& args) {
+  launch_kernel_on_every_member(peers, {.grid = blocks, .block = block_threads, .name = name},
+                                Kernel, args);
 }
 
 // The 16-byte-pack variant `Wide` where every pointer allows it (`wide`), else the one-element

@@ -1,0 +1,275 @@
+// The device-side API (p2p/device.cuh): each session call (sync, signal and wait, grid_sync) in a
+// user's kernel, with a different rank delayed before every call, on emulated groups of 2, 3 and 5
+// and on real GPUs where that many are visible, directly and replayed from graphs, each call
+// followed by one of the engine's all_reduces (their epochs interleave); the host-side checks of
+// p2p_handle_for and p2p_launch; a cooperative launch too large for the GPU refused by name.
+// The debug checks are compiled in (COHORT_DEVICE_CHECKS) but never fail here: a failed check
+// traps, which ends the context for the rest of the program.
+#define COHORT_DEVICE_CHECKS 1
+#include "kernels.cuh"
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <cooperative_groups.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using cohort::p2p_handle;
+
+constexpr unsigned grid = 2, block = 128;
+const std::size_t count = 1000; // not a multiple of the grid's threads: some threads idle
+constexpr std::chrono::milliseconds patience{20'000};
+
+__device__ inline std::size_t first_index() {
+  return blockIdx.x * blockDim.x + threadIdx.x;
+}
+__device__ inline std::size_t stride() {
+  return std::size_t{gridDim.x} * blockDim.x;
+}
+
+// Each rank publishes `in` in x; after sync() every rank sums every rank's x into y.
+__global__ void sum_through_sync(p2p_handle<int> x, p2p_handle<int> y, const int* in) {
+  auto s = x.session();
+  for (std::size_t i = first_index(); i < x.size(); i += stride())
+    *x.local(i) = in[i];
+  s.sync();
+  for (std::size_t i = first_index(); i < x.size(); i += stride()) {
+    int sum = 0;
+    for (int q = 0; q < x.ranks(); ++q)
+      sum += __ldcg(x.peer(q, i));
+    *y.local(i) = sum;
+  }
+  s.sync(); // no rank rewrites its x (next call) while another still reads it
+  s.end();
+}
+
+// Each rank publishes `in` in x, tells the next rank, waits for the previous one and copies its x
+// into y; then tells the previous rank it is done and waits until the next one is.
+__global__ void ring_through_signals(p2p_handle<int> x, p2p_handle<int> y, const int* in) {
+  auto s = x.session();
+  const int next = (x.rank() + 1) % x.ranks();
+  const int previous = (x.rank() + x.ranks() - 1) % x.ranks();
+  for (std::size_t i = first_index(); i < x.size(); i += stride())
+    *x.local(i) = in[i];
+  s.signal(next);
+  s.wait(previous);
+  for (std::size_t i = first_index(); i < x.size(); i += stride())
+    *y.local(i) = __ldcg(x.peer(previous, i));
+  s.signal(previous);
+  s.wait(next);
+  s.end();
+}
+
+// Each rank publishes `in` in x; after grid_sync() element i of y sums element i + shift of
+// every rank's x, which another block wrote (shift = one block's threads).
+__global__ void shifted_sum_through_grid_sync(p2p_handle<int> x, p2p_handle<int> y, const int* in) {
+  auto s = x.session();
+  for (std::size_t i = first_index(); i < x.size(); i += stride())
+    *x.local(i) = in[i];
+  s.grid_sync();
+  for (std::size_t i = first_index(); i < x.size(); i += stride()) {
+    const std::size_t from = (i + blockDim.x) % x.size();
+    int sum = 0;
+    for (int q = 0; q < x.ranks(); ++q)
+      sum += __ldcg(x.peer(q, from));
+    *y.local(i) = sum;
+  }
+  s.grid_sync();
+  s.end();
+}
+
+using kernel_type = void (*)(p2p_handle<int>, p2p_handle<int>, const int*);
+
+// y's reference from every rank's input after k additions.
+using reference_type = std::function<std::vector<int>(const std::vector<std::vector<int>>& in0,
+                                                      std::size_t rank, int k)>;
+
+std::vector<cohort::device_group> groups_of(std::size_t n) {
+  std::vector<cohort::device_group> groups;
+  groups.push_back(cohort::device_group::emulated(cohort::device_ref{0}, n));
+  if (cohort::device_count() >= static_cast<int>(n)) groups.push_back(cohort::testing::group_of(n));
+  return groups;
+}
+
+std::vector<int> read(const cohort::distributed_buffer<int>& b, std::size_t r) {
+  std::vector<int> out(b.local(r).size());
+  b.local(r).copy_to_host(out);
+  b.local(r).stream().synchronize();
+  return out;
+}
+
+// Runs `kernel` (then an all_reduce of its output) 24 times directly, then captures one call into
+// a graph and replays it 24 times between direct calls; a different rank is delayed before every
+// call, inputs change and outputs are poisoned each time, and every output is checked.
+void check_kernel(kernel_type kernel, bool cooperative, const reference_type& reference) {
+  for (const std::size_t n : {2, 3, 5})
+    for (auto& group : groups_of(n)) {
+      CAPTURE(n);
+      CAPTURE(group.is_emulated());
+      cohort::p2p_clique peers(group, {.patience = patience});
+      const auto split = cohort::partition::replicated(count, n);
+      cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split),
+          z(group, split), idle(group, cohort::partition::replicated(1, n));
+      std::vector<std::vector<int>> in0;
+      for (std::size_t r = 0; r < n; ++r) {
+        in0.push_back(cohort::testing::random_values<int>(count, 7 + static_cast<unsigned>(r)));
+        in.local(r).copy_from_host(in0[r]);
+      }
+      x.fill_bytes(cohort::testing::poison_byte);
+      auto step = [&](std::size_t delayed) {
+        cohort::multi_device_for_each(group, in, [] __device__(int& v) { v += 1; });
+        cohort::testing::launch_write_after_delay(
+            group.stream(delayed % n), idle.shard(delayed % n).data.data(), 1, 0, 20'000ull);
+        cohort::p2p_launch(peers, {.grid = grid, .block = block, .cooperative = cooperative},
+                           kernel, [&](std::size_t r) {
+                             return std::make_tuple(
+                                 cohort::p2p_handle_for(peers, x, r),
+                                 cohort::p2p_handle_for(peers, y, r),
+                                 static_cast<const int*>(in.shard(r).data.data()));
+                           });
+        cohort::all_reduce(peers, std::as_const(y), z, cohort::sum);
+      };
+      std::size_t wrong = 0;
+      auto check = [&](int k) {
+        std::vector<int> total(count, 0);
+        for (std::size_t r = 0; r < n; ++r) {
+          const auto want = reference(in0, r, k);
+          const auto got = read(y, r);
+          for (std::size_t i = 0; i < count; ++i) {
+            wrong += got[i] != want[i];
+            total[i] += want[i];
+          }
+        }
+        for (std::size_t r = 0; r < n; ++r) {
+          const auto got = read(z, r);
+          for (std::size_t i = 0; i < count; ++i)
+            wrong += got[i] != total[i];
+        }
+      };
+      auto poison = [&] {
+        y.fill_bytes(cohort::testing::poison_byte);
+        z.fill_bytes(cohort::testing::poison_byte);
+      };
+      int k = 0;
+      for (; k < 24;) {
+        poison();
+        step(static_cast<std::size_t>(k));
+        check(++k);
+      }
+      cohort::group_graph graph = cohort::group_graph::capture(group, [&] { step(n - 1); });
+      for (int replays = 0; replays < 24; ++replays) {
+        poison();
+        if (replays % 2 == 0)
+          graph.launch();
+        else
+          step(static_cast<std::size_t>(replays));
+        check(++k);
+      }
+      CHECK(wrong == 0);
+    }
+}
+
+} // namespace
+
+TEST_CASE("p2p_session::sync meets the same block of every rank, under skew and from graphs") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_kernel(sum_through_sync, false, [](const auto& in0, std::size_t, int k) {
+    std::vector<int> want(count, 0);
+    for (const auto& v : in0)
+      for (std::size_t i = 0; i < count; ++i)
+        want[i] += v[i] + k;
+    return want;
+  });
+}
+
+TEST_CASE("p2p_session::signal and wait pass a ring's data, under skew and from graphs") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_kernel(ring_through_signals, false, [](const auto& in0, std::size_t r, int k) {
+    const auto& from = in0[(r + in0.size() - 1) % in0.size()];
+    std::vector<int> want(count);
+    for (std::size_t i = 0; i < count; ++i)
+      want[i] = from[i] + k;
+    return want;
+  });
+}
+
+TEST_CASE("p2p_session::grid_sync orders every block of every rank, under skew and from graphs") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_kernel(shifted_sum_through_grid_sync, true, [](const auto& in0, std::size_t, int k) {
+    std::vector<int> want(count, 0);
+    for (const auto& v : in0)
+      for (std::size_t i = 0; i < count; ++i)
+        want[i] += v[(i + block) % count] + k;
+    return want;
+  });
+}
+
+TEST_CASE("p2p_handle_for and p2p_launch refuse bad arguments by name, before enqueueing") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  auto other = cohort::device_group::emulated(cohort::device_ref{0}, 3);
+  cohort::p2p_clique peers(group, {.patience = patience});
+  cohort::distributed_buffer<int> equal(group, cohort::partition::replicated(10, 2));
+  cohort::distributed_buffer<int> uneven(group, cohort::partition::even(11, 2));
+  cohort::distributed_buffer<int> elsewhere(other, cohort::partition::replicated(10, 3));
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  const std::string bad_rank = message([&] { (void)cohort::p2p_handle_for(peers, equal, 2); });
+  CHECK(bad_rank.find("p2p_handle_for") != std::string::npos);
+  CHECK(bad_rank.find("rank") != std::string::npos);
+  const std::string bad_sizes = message([&] { (void)cohort::p2p_handle_for(peers, uneven, 0); });
+  CHECK(bad_sizes.find("buffer") != std::string::npos);
+  CHECK(bad_sizes.find("shard 1") != std::string::npos);
+  const std::string bad_group = message([&] { (void)cohort::p2p_handle_for(peers, elsewhere, 0); });
+  CHECK(bad_group.find("buffer") != std::string::npos);
+  const std::string too_many = message([&] {
+    cohort::p2p_launch(peers, {.grid = 257, .block = 32}, sum_through_sync, [&](std::size_t r) {
+      return std::make_tuple(cohort::p2p_handle_for(peers, equal, r),
+                             cohort::p2p_handle_for(peers, equal, r),
+                             static_cast<const int*>(equal.shard(r).data.data()));
+    });
+  });
+  CHECK(too_many.find("p2p_launch") != std::string::npos);
+  CHECK(too_many.find("257") != std::string::npos);
+  const auto h = cohort::p2p_handle_for(peers, equal, 1);
+  CHECK(h.rank() == 1);
+  CHECK(h.ranks() == 2);
+  CHECK(h.size() == 10);
+}
+
+namespace {
+__global__ void grid_barrier_only() {
+  cooperative_groups::this_grid().sync();
+}
+} // namespace
+
+TEST_CASE("a cooperative launch larger than the GPU holds is refused, naming the kernel") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  cohort::stream s(cohort::device_ref{0});
+  try {
+    cohort::launch(
+        s, {.grid = 1u << 20, .block = 1024, .name = "grid_barrier_only", .cooperative = true},
+        grid_barrier_only);
+    FAIL("the launch was not refused");
+  } catch (const cohort::cuda_error& e) {
+    CHECK(std::string(e.what()).find("grid_barrier_only") != std::string::npos);
+    CHECK(std::string(e.what()).find("resident") != std::string::npos);
+  }
+  // The refusal is not sticky: a cooperative launch that fits runs.
+  cohort::launch(s, {.grid = 2, .block = 64, .name = "grid_barrier_only", .cooperative = true},
+                 grid_barrier_only);
+  s.synchronize();
+}
