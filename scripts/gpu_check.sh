@@ -15,6 +15,7 @@
 # --quick DOCTEST-FILTER builds only the GPU test program and the --benchmarks, and runs that
 # program with the filter (e.g. --source-file='*graph_test*') instead of the whole ctest suite and
 # the examples: a short check of one area. --bench-args passes arguments to every benchmark.
+# --labels REGEX runs only the ctest tests with those labels (e.g. gpu), besides the examples.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-logs}
@@ -26,7 +27,7 @@ export COHORT_P2P_PATIENCE_MS=${COHORT_P2P_PATIENCE_MS:-60000}
 sanitize=1 bench=1 sanitizer_timeout=180
 benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck initcheck" cases=""
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each.
-exclude='*past 2^31*,*000 back-to-back*' one_gpu=0 tests=1 quick="" bench_args=""
+exclude='*past 2^31*,*000 back-to-back*' one_gpu=0 tests=1 quick="" bench_args="" labels=""
 
 while (($#)); do
   case $1 in
@@ -41,6 +42,7 @@ while (($#)); do
     --sanitizers-only) tests=0 bench=0 one_gpu=0 sanitize=1 ;;
     --quick) quick=$2; tests=0; shift ;;
     --bench-args) bench_args=$2; shift ;;
+    --labels) labels=$2; shift ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -69,7 +71,7 @@ fi
 # Everything but the examples, then the examples (serially, verbosely: what each printed is kept
 # in examples.log), so that each test runs once.
 if ((tests)); then
-  step ctest ctest --preset test -j 8 -LE example
+  step ctest ctest --preset test -j 8 -LE example ${labels:+-L "$labels"}
   grep -E "tests passed|tests failed|Skipped|\(Failed\)|Not Run" "$out/ctest.log" | tail -20
   step examples ctest --test-dir build -L example -V
   grep -E "tests passed|tests failed" "$out/examples.log" | tail -1
