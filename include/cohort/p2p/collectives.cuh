@@ -28,6 +28,7 @@
 
 #include "../communication/detail/arguments.cuh"
 #include "../communication/operators.cuh"
+#include "../devices/detail/nvtx.cuh"
 #include "detail/launch.cuh"
 #include "p2p_clique.cuh"
 
@@ -155,6 +156,12 @@ bool all_aligned(const p2p_clique& peers, const per_rank<T>& p, bool null_ok = f
   return true;
 }
 
+inline const char* name_of(p2p_algorithm a) noexcept {
+  return a == p2p_algorithm::one_shot   ? "one_shot"
+         : a == p2p_algorithm::two_shot ? "two_shot"
+                                        : "automatic";
+}
+
 inline p2p_algorithm choose(const p2p_clique& peers, std::size_t bytes, p2p_algorithm algorithm) {
   if (algorithm == p2p_algorithm::automatic)
     algorithm = bytes <= peers.automatic_one_shot_limit() ? p2p_algorithm::one_shot
@@ -172,6 +179,7 @@ template <class T, class Op>
 void all_reduce(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T>& out,
                 std::size_t count, Op op, p2p_options options) {
   const p2p_algorithm algorithm = choose(peers, count * sizeof(T), options.algorithm);
+  const nvtx_range range("all_reduce", "p2p %s %zu B/rank", name_of(algorithm), count * sizeof(T));
   dispatch_reduction<T, Op>(in, out, count, options, [&]<class U, class Acc>(
                                                          const per_rank<const U>& from,
                                                          const per_rank<U>& to, std::size_t n) {
@@ -202,6 +210,8 @@ void all_reduce(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T
 template <class T, class Op>
 void reduce_to(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T>& out,
                std::size_t count, Op op, int root, p2p_options options) {
+  const nvtx_range range(root < 0 ? "reduce_scatter" : "reduce", "p2p %zu B/rank",
+                         count * sizeof(T));
   dispatch_reduction<T, Op>(in, out, count, options, [&]<class U, class Acc>(
                                                          const per_rank<const U>& from,
                                                          const per_rank<U>& to, std::size_t n) {
@@ -224,6 +234,7 @@ void all_gather(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T
                 std::size_t count) {
   static_assert(bitwise_copyable_v<T>,
                 "all_gather moves bytes: T must be trivially copyable.");
+  const nvtx_range range("all_gather", "p2p %zu B/rank", count * sizeof(T));
   for (std::size_t i = 0; i < peers.size(); ++i) {
     // In place is send i at slot i of recv i; any other overlap is refused.
     const bool own_slot = in.of[i] == out.of[i] + count * i;
@@ -248,6 +259,7 @@ template <class T>
 void broadcast(p2p_clique& peers, const per_rank<T>& data, std::size_t count, int root) {
   static_assert(bitwise_copyable_v<T>,
                 "broadcast moves bytes: T must be trivially copyable.");
+  const nvtx_range range("broadcast", "p2p %zu B from rank %d", count * sizeof(T), root);
   if (root < 0 || static_cast<std::size_t>(root) >= peers.size())
     throw_invalid_argument("broadcast (p2p)", "root",
                            "rank " + std::to_string(root) + " is not in [0, " +
