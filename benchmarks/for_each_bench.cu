@@ -2,7 +2,8 @@
 //   1. y = a·x + y on float (2 GiB per GPU): cohort vs thrust::for_each on one GPU, and against the
 //      device-to-device copy bandwidth measured here;
 //   2. strong scaling over every visible GPU: T1 / (N · TN);
-//   3. host overhead of one call on a tiny range vs a cudaSetDevice + launch loop;
+//   3. host overhead of one call on a tiny range vs a cudaSetDevice + launch loop, with cohort's
+//      NVTX ranges on (no tool attached) and compiled out (for_each_bench_nvtx_off, run from here);
 //   4. adaptive partitioning on an emulated uneven group (1/4 and 3/4 of the SMs) vs even split;
 //   5. sum of floats: multi_device_reduce vs cub::DeviceReduce::Sum on one GPU, and scaled.
 // Prints Markdown tables. Usage: for_each_bench [elements per GPU, default 2^28]
@@ -15,16 +16,21 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
+#if !COHORT_BENCH_HOST_OVERHEAD_ONLY
 struct axpy {
   float a;
   const float* x;
   float* y;
   __device__ void operator()(std::size_t i) const { y[i] = a * x[i] + y[i]; }
 };
+#endif
 
 struct nothing {
   __device__ void operator()(std::size_t) const {}
@@ -32,17 +38,84 @@ struct nothing {
 
 __global__ void nothing_kernel() {}
 
-void fill(cohort::device_buffer<float>& b, float v) {
+[[maybe_unused]] void fill(cohort::device_buffer<float>& b, float v) {
   float* p = b.data();
   cohort::for_each_n(b.stream(), b.size(),
                      [=] __device__(std::size_t i) { p[i] = v + 1e-7f * (i % 1000); });
 }
 
-double gbps(double bytes, double ms) {
+[[maybe_unused]] double gbps(double bytes, double ms) {
   return bytes / (ms * 1e-3) / 1e9;
 }
 
+[[maybe_unused]] std::string bench_cell(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", v);
+  return text;
+}
+
+using rows = std::vector<std::pair<std::string, double>>;
+
+// Host microseconds per call of each version, on a one-element range.
+rows host_overhead(cohort::device_ref d0) {
+  cohort::device_group one{d0};
+  auto group_sync = [&] { one.synchronize(); };
+  const cudaStream_t raw = one.stream(0).native_handle();
+  rows r;
+  r.emplace_back("cudaSetDevice + kernel<<<1,1>>> (baseline)",
+                 bench::host_us_per_call(
+                     [&] {
+                       cudaSetDevice(0);
+                       nothing_kernel<<<1, 1, 0, raw>>>();
+                     },
+                     group_sync));
+  r.emplace_back("cohort::launch of the same kernel",
+                 bench::host_us_per_call([&] { cohort::launch(one.stream(0), {}, nothing_kernel); },
+                                         group_sync));
+  r.emplace_back("cohort::for_each_n",
+                 bench::host_us_per_call([&] { cohort::for_each_n(one.stream(0), 1, nothing{}); },
+                                         group_sync));
+  r.emplace_back("cohort::multi_device_for_each_n, group of 1",
+                 bench::host_us_per_call(
+                     [&] { cohort::multi_device_for_each_n(one, 1, nothing{}); }, group_sync));
+  return r;
+}
+
+// The rows of for_each_bench_nvtx_off (built beside this program with COHORT_NVTX=0), which
+// prints "<us>\t<version>" lines; none where it is missing or fails.
+[[maybe_unused]] rows nvtx_off_rows(const std::string& self) {
+  const std::size_t slash = self.rfind('/');
+  const std::string program =
+      (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
+      "/for_each_bench_nvtx_off";
+  rows r;
+  std::fflush(stdout);
+  FILE* pipe = popen(program.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe) != nullptr) {
+    char* tab = std::strchr(line, '\t');
+    if (tab == nullptr) continue;
+    std::string name(tab + 1);
+    while (!name.empty() && (name.back() == '\n' || name.back() == '\r'))
+      name.pop_back();
+    r.emplace_back(name, std::strtod(line, nullptr));
+  }
+  if (pclose(pipe) != 0) r.clear();
+  return r;
+}
+
 } // namespace
+
+#if COHORT_BENCH_HOST_OVERHEAD_ONLY
+// for_each_bench_nvtx_off: the host-overhead rows alone, for for_each_bench to print beside its own.
+int main() {
+  if (cohort::device_count() == 0) return 1;
+  for (const auto& [name, us] : host_overhead(cohort::device_ref{0}))
+    std::printf("%.4f\t%s\n", us, name.c_str());
+  return 0;
+}
+#else
 
 int main(int argc, char** argv) {
   if (cohort::device_count() == 0) {
@@ -133,29 +206,24 @@ int main(int argc, char** argv) {
     std::printf("\n## scaling: one GPU visible; the multi-GPU figures come from a multi-GPU run\n");
   }
 
-  // 3. Host overhead of one call on a one-element range.
+  // 3. Host overhead of one call on a one-element range, with cohort's NVTX ranges compiled in
+  // (no tool attached: each range reads one static and does nothing) and compiled out
+  // (COHORT_NVTX=0, the program beside this one: one program cannot mix the two).
   {
-    cohort::device_group one{d0};
-    auto group_sync = [&] { one.synchronize(); };
-    const double cohort_us = bench::host_us_per_call(
-        [&] { cohort::multi_device_for_each_n(one, 1, nothing{}); }, group_sync);
-    const cudaStream_t raw = one.stream(0).native_handle();
-    const double raw_us = bench::host_us_per_call(
-        [&] {
-          cudaSetDevice(0);
-          nothing_kernel<<<1, 1, 0, raw>>>();
-        },
-        group_sync);
-    const double launch_us = bench::host_us_per_call(
-        [&] { cohort::launch(one.stream(0), {}, nothing_kernel); }, group_sync);
-    const double single_us = bench::host_us_per_call(
-        [&] { cohort::for_each_n(one.stream(0), 1, nothing{}); }, group_sync);
-    std::printf("\n## host time per call on a 1-element range, GPU 0\n\n");
-    std::printf("| version | us per call |\n| --- | --- |\n");
-    std::printf("| cudaSetDevice + kernel<<<1,1>>> (baseline) | %.2f |\n", raw_us);
-    std::printf("| cohort::launch of the same kernel | %.2f |\n", launch_us);
-    std::printf("| cohort::for_each_n | %.2f |\n", single_us);
-    std::printf("| cohort::multi_device_for_each_n, group of 1 | %.2f |\n", cohort_us);
+    const auto on = host_overhead(d0);
+    const auto off = nvtx_off_rows(argc > 0 ? argv[0] : "");
+    std::printf("\n## host time per call on a 1-element range, GPU 0, NVTX ranges on and off\n\n");
+    std::printf("| version | us per call | us per call, COHORT_NVTX=0 | NVTX on - off us |\n");
+    std::printf("| --- | --- | --- | --- |\n");
+    for (std::size_t i = 0; i < on.size(); ++i) {
+      const bool have = i < off.size();
+      std::printf("| %s | %.2f | %s | %s |\n", on[i].first.c_str(), on[i].second,
+                  have ? bench_cell(off[i].second).c_str() : "-",
+                  have ? bench_cell(on[i].second - off[i].second).c_str() : "-");
+    }
+    if (off.empty())
+      std::printf(
+          "\n# for_each_bench_nvtx_off did not run beside this program; its column is empty\n");
   }
 
   // 4. Adaptive partitioning on an emulated uneven group.
@@ -257,3 +325,4 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+#endif

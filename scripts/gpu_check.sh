@@ -6,12 +6,15 @@
 #
 # Usage: scripts/gpu_check.sh [--no-sanitizer] [--no-bench] [--sanitizer-timeout SECONDS]
 #          [--benchmarks "NAME..."] [--tools "memcheck racecheck synccheck initcheck"] [--cases DOCTEST-FILTER]
-#          [--exclude TEST-CASE-PATTERNS] [--one-gpu-pass] [--sanitizers-only]
+#          [--exclude TEST-CASE-PATTERNS] [--one-gpu-pass] [--sanitizers-only] [--ncu]
 # --one-gpu-pass also runs the GPU test program and p2p_bench (to 64 MiB) with only GPU 0 visible,
 # so that multi-GPU tests run on emulated groups (onegpu.log).
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
 # doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check.
 # --sanitizers-only skips ctest, the examples and the benchmarks (a second call on a warm machine).
+# --ncu runs Nsight Compute with NVTX filtering over an example and p2p_bench (a small size), each
+# limited to 120 s: that ncu sees cohort's ranges (domain `cohort`) and profiles only the kernels
+# inside them (ncu.log).
 # --quick DOCTEST-FILTER builds only the GPU test program and the --benchmarks, and runs that
 # program with the filter (e.g. --source-file='*graph_test*') instead of the whole ctest suite and
 # the examples: a short check of one area. --bench-args passes arguments to every benchmark.
@@ -27,7 +30,7 @@ export COHORT_P2P_PATIENCE_MS=${COHORT_P2P_PATIENCE_MS:-60000}
 sanitize=1 bench=1 sanitizer_timeout=180
 benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck initcheck" cases=""
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each.
-exclude='*past 2^31*,*000 back-to-back*' one_gpu=0 tests=1 quick="" bench_args="" labels=""
+exclude='*past 2^31*,*000 back-to-back*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
 
 while (($#)); do
   case $1 in
@@ -43,6 +46,7 @@ while (($#)); do
     --quick) quick=$2; tests=0; shift ;;
     --bench-args) bench_args=$2; shift ;;
     --labels) labels=$2; shift ;;
+    --ncu) ncu=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -88,6 +92,17 @@ if ((one_gpu)); then
   step onegpu env CUDA_VISIBLE_DEVICES=0 build/tests/gpu/gpu_tests --test-case-exclude='*past 2^31*'
   grep -E "test cases:" "$out/onegpu.log" | tail -1
   ((bench)) && step onegpu env CUDA_VISIBLE_DEVICES=0 build/benchmarks/p2p_bench 67108864
+fi
+
+if ((ncu)); then
+  # Green contexts (emulated groups on one GPU) are left out: ncu is not asked to follow them.
+  # The ranges' names carry sizes, so they are matched by regex; the trailing '/' marks push/pop.
+  [[ -x build/examples/user_type_all_reduce ]] || step build cmake --build --preset default --target user_type_all_reduce p2p_bench
+  step ncu env COHORT_NO_SM_PARTITIONING=1 timeout 120 ncu --nvtx \
+    --nvtx-include "regex:cohort@all_reduce.*/" build/examples/user_type_all_reduce
+  step ncu env COHORT_NO_SM_PARTITIONING=1 timeout 120 ncu --nvtx -c 4 \
+    --nvtx-include "regex:cohort@all_reduce p2p.*/" build/benchmarks/p2p_bench 65536
+  grep -E "==PROF==|==WARNING==|==ERROR==|cohort|all_reduce" "$out/ncu.log" | head -20
 fi
 
 if ((sanitize)); then

@@ -1,8 +1,11 @@
-"""benchmarks/run's parsing and goal judgements, on benchmark output kept in docs/runs (what the
-2-GPU runs printed), so that the report says what the numbers say."""
+"""benchmarks/run's parsing, goal judgements (the goals of benchmarks/goals.json), data files and
+plots, on benchmark output kept in docs/runs (what the 2-GPU runs printed) and on a synthetic
+p2p_bench output in today's format (tests/host/data), so that the report says what the numbers say."""
 import importlib.machinery
 import importlib.util
+import json
 import sys
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -13,9 +16,21 @@ run = importlib.util.module_from_spec(spec)
 loader.exec_module(run)
 
 
+SYNTHETIC = ROOT / "tests" / "host" / "data" / "p2p_bench_synthetic.txt"
+has_matplotlib = importlib.util.find_spec("matplotlib") is not None
+
+
+def tables_of(**files):
+    return {name: run.parse_tables((ROOT / "docs" / "runs" / f).read_text() if isinstance(f, str)
+                                   else f.read_text()) for name, f in files.items()}
+
+
 def goals_of(**files):
-    tables = {name: run.parse_tables((ROOT / "docs" / "runs" / f).read_text()) for name, f in files.items()}
-    return {goal: (result, status) for goal, result, status in run.goals(tables)}
+    return {goal: (result, status) for goal, result, status in run.goals(tables_of(**files))}
+
+
+def goal_text(goal_id):
+    return next(g["text"] for g in run.load_goals() if g["id"] == goal_id)
 
 
 class ReportTest(unittest.TestCase):
@@ -64,25 +79,107 @@ class ReportTest(unittest.TestCase):
                 "| 4096 | 128 | 1024 | 20 | 19 | 1.05 | 19 | 18 | 1.05 | - |\n")
         rows = run.goals({"fused_bench": run.parse_tables(text)},
                          {"fused_bench": ["# group: 2 member(s) emulated on GPU 0"]})
-        fused = [(result, status) for goal, result, status in rows if goal.startswith("fused layer tail")]
-        self.assertEqual(fused, [("1.20–1.50×", "missed")])  # 1024 KiB is past the goal's range
+        fused = [(goal, result, status) for goal, result, status in rows
+                 if goal.startswith("fused layer tail")]
+        # 1024 KiB is past the goals' range; the emulated pair is said.
+        self.assertEqual(fused, [
+            ("fused layer tail ≥ 1.3 × unfused up to 128 KiB per rank (eager) — an emulated pair on one GPU in this run", "1.20–1.43×", "missed"),
+            ("fused layer tail ≥ 1.3 × unfused up to 128 KiB per rank (replayed from graphs) — an emulated pair on one GPU in this run", "1.50–1.50×", "met")])
 
     def test_one_rank_and_one_gpu_are_not_judged_as_peers(self):
         g = goals_of(nccl_bench="2026-11-30-h200x1-report/nccl_bench.txt")
-        self.assertEqual(g["all_reduce through NCCL against raw NCCL"][1], "—")
-        self.assertNotIn("all_reduce through NCCL ≥ 0.98 × raw busbw from 1 MiB", g)
+        for goal in ("all_reduce through NCCL ≥ 0.98 × raw busbw from 1 MiB",
+                     "all_reduce through NCCL adds ≤ 1 µs per call below 1 MiB"):
+            self.assertEqual(g[goal], ("one rank only: nothing moves; measured on 2+ GPUs", "—"))
+        # One GPU: the p2p engine on an emulated pair, no NCCL baseline ('-' cells).
+        g = goals_of(p2p_bench="2026-11-30-h200x1-report/p2p_bench.txt")
+        self.assertEqual(g["peer-to-peer all_reduce ≥ 2× faster than NCCL at ≤ 8 KiB"],
+                         ("not measured in this run", "—"))
 
-    @unittest.skipIf(importlib.util.find_spec("matplotlib") is None, "matplotlib is not installed")
+    @unittest.skipUnless(has_matplotlib, "matplotlib is not installed")
     def test_one_rank_draws_no_nccl_curve_and_does_not_fail(self):
-        import tempfile
-        tables = {"nccl_bench": run.parse_tables(
-            (ROOT / "docs" / "runs" / "2026-11-30-h200x1-report" / "nccl_bench.txt").read_text())}
+        tables = tables_of(nccl_bench="2026-11-30-h200x1-report/nccl_bench.txt")
         with tempfile.TemporaryDirectory() as out:
             self.assertEqual(run.plot(tables, Path(out)), [])  # nothing measured between peers
 
     def test_goals_without_data_say_so(self):
         g = goals_of()
-        self.assertEqual(g["strong-scaling efficiency ≥ 0.95"], ("not measured in this run", "—"))
+        self.assertEqual(len(g), len(run.load_goals()))
+        self.assertEqual(set(g.values()), {("not measured in this run", "—")})
+
+    def test_goals_json_is_complete(self):
+        fields = {"id", "text", "issue", "benchmark", "table", "column", "compare", "threshold", "result"}
+        ids = set()
+        for goal in run.load_goals():
+            self.assertLessEqual(fields, set(goal), goal.get("id"))
+            self.assertIn(goal["compare"], (">=", "<="))
+            self.assertIn(goal["benchmark"], run.BENCHMARKS)
+            self.assertNotIn(goal["id"], ids)
+            ids.add(goal["id"])
+        for wanted in ("p2p-graph-small-time", "p2p-graph-small-vs-nccl", "p2p-eager-small",
+                       "p2p-busbw-vs-link"):
+            self.assertIn(wanted, ids)
+
+    def test_this_rounds_p2p_goals_on_the_new_format(self):
+        g = goals_of(p2p_bench=SYNTHETIC)
+        # 16384 bytes (5.00 us, 1.30x) lies outside <= 8 KiB and must not count.
+        self.assertEqual(g[goal_text("p2p-graph-small-time")], ("2.90–3.40 µs", "met"))
+        self.assertEqual(g[goal_text("p2p-graph-small-vs-nccl")],
+                         ("NCCL takes 1.88–2.10× as long", "missed"))
+        self.assertEqual(g[goal_text("p2p-eager-small")], ("2.21–2.28×", "met"))
+        self.assertEqual(g[goal_text("p2p-busbw-vs-link")], ("0.930–0.935 × the link", "met"))
+        self.assertEqual(g[goal_text("p2p-busbw-vs-nccl")], ("1.064–1.162× NCCL", "met"))
+
+    def test_the_evaluator_compares_and_filters_as_goals_json_says(self):
+        tables = {"b": [("t", ["bytes", "x", "y"], [["1", "5", "1"], ["2", "3", "1"], ["4", "-", "1"], ["8", "9", "1"]])]}
+        def goal(**kw):
+            base = {"id": "g", "text": "g", "benchmark": "b", "table": {"header": "x"}, "column": "x",
+                    "compare": ">=", "threshold": 3, "result": "{min:g}..{max:g} of {count}"}
+            return run.judge(dict(base, **kw), tables)
+        self.assertEqual(goal()["status"], "met")
+        self.assertEqual(goal()["result"], "3..9 of 3")  # '-' is not a value
+        self.assertEqual(goal(threshold=4)["status"], "missed")
+        self.assertEqual(goal(compare="<=", threshold=9)["status"], "met")
+        self.assertEqual(goal(rows={"column": "bytes", "max": 2})["result"], "3..5 of 2")
+        self.assertEqual(goal(rows={"column": "bytes", "min": 8})["result"], "9..9 of 1")
+        self.assertEqual(goal(skip_rows=1)["result"], "3..9 of 2")
+        self.assertEqual(goal(minus="y")["result"], "2..8 of 3")
+        self.assertEqual(goal(table={"header": "x", "title": "other"})["status"], "—")
+        self.assertEqual(goal(column="z")["status"], "—")
+        with self.assertRaises(ValueError):
+            goal(compare=">")
+
+    def test_tables_as_data(self):
+        tables = run.parse_tables(SYNTHETIC.read_text())
+        data = run.as_data("p2p_bench", tables, ["# a note"])
+        json.dumps(data)  # serialisable as it is written
+        self.assertEqual([t["title"] for t in data["tables"]][1],
+                         "the link: one-way cudaMemcpyPeerAsync against p2p busbw")
+        first = data["tables"][0]
+        self.assertEqual(first["header"][6], "automatic graph us")
+        self.assertEqual(first["rows"][0][:2], [8.0, 18.84096])
+        self.assertIsNone(first["rows"][-1][3])  # '-': one-shot not measured there
+
+    @unittest.skipUnless(has_matplotlib, "matplotlib is not installed")
+    def test_plots_of_the_new_format_and_of_a_kept_run(self):
+        from matplotlib import image
+        with tempfile.TemporaryDirectory() as out:
+            drawn = run.plot({"p2p_bench": run.parse_tables(SYNTHETIC.read_text())}, Path(out))
+            self.assertEqual(drawn, ["all_reduce_time.png", "all_reduce_busbw.png"])
+            self.assertGreater(image.imread(str(Path(out) / "all_reduce_time.png")).shape[0], 100)
+        tables = tables_of(nccl_bench="2026-11-30-h200x2-report/nccl_bench.txt",
+                           p2p_bench="2026-11-30-h200x2-report/p2p_bench.txt",
+                           for_each_bench="2026-11-30-h200x2-report/for_each_bench.txt")
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(run.plot(tables, Path(out)),
+                             ["all_reduce_time.png", "all_reduce_busbw.png", "scaling_efficiency.png"])
+
+    def test_the_time_plot_has_the_four_all_reduce_curves(self):
+        t = run.find({"p2p_bench": run.parse_tables(SYNTHETIC.read_text())}, "p2p_bench", "automatic us")
+        for name in ("automatic us", "automatic graph us", "nccl us", "nccl graph us"):
+            x, y = run.series(t, name, log_y=True)
+            self.assertEqual(len(x), 7, name)
+            self.assertEqual(x[0], 8.0)
 
 
 if __name__ == "__main__":

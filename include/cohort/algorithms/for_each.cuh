@@ -17,8 +17,9 @@
 // by value. Order it after other streams' work with `group.fork(origin)`.
 #pragma once
 
-#include "../execution/adaptive_balancer.cuh"
+#include "../devices/detail/nvtx.cuh"
 #include "../distributed/on_each_shard.cuh"
+#include "../execution/adaptive_balancer.cuh"
 #include "../execution/on_each.cuh"
 
 #include <cub/device/device_for.cuh>
@@ -48,6 +49,7 @@ void bulk(stream_ref stream, std::size_t n, F f, std::string_view what) {
 // f(i) for every i in [0, n), on `stream`'s device.
 template <class F>
 void for_each_n(stream_ref stream, std::size_t n, F f) {
+  const detail::nvtx_range range("for_each_n", "%zu items on device %d", n, stream.device().get());
   scoped_device on(stream.device());
   detail::bulk(stream, n, f, "cub::DeviceFor::Bulk (for_each_n)");
 }
@@ -55,8 +57,12 @@ void for_each_n(stream_ref stream, std::size_t n, F f) {
 // f(element) for every element of `buffer`, each on the device that owns it.
 template <class T, class F>
 void multi_device_for_each(const device_group& group, distributed_buffer<T>& buffer, F f) {
+  const detail::nvtx_range range("multi_device_for_each", "%zu items, %zu members", buffer.size(),
+                                 group.size());
   detail::require_buffer_of_group(buffer, group, "multi_device_for_each", "buffer");
   on_each_shard(buffer, [&](shard<T> s) {
+    const detail::nvtx_range part("multi_device_for_each", "member %zu: %zu items", s.rank,
+                                  s.data.size());
     if (s.data.empty()) return;
     check_cuda(cub::DeviceFor::ForEachN(s.data.data(), s.data.size(), f, s.stream.native_handle()),
                "cub::DeviceFor::ForEachN (multi_device_for_each)", s.device.get());
@@ -66,6 +72,8 @@ void multi_device_for_each(const device_group& group, distributed_buffer<T>& buf
 // f(i) for every global index i in [0, n), member k taking [split.offset(k), + split.count(k)).
 template <class F>
 void multi_device_for_each_n(const device_group& group, std::size_t n, F f, const partition& split) {
+  const detail::nvtx_range range("multi_device_for_each_n", "%zu items, %zu members", n,
+                                 group.size());
   detail::require_argument(split.parts() == group.size(), "multi_device_for_each_n", "split",
                            "has " + std::to_string(split.parts()) + " parts but the group has " +
                                std::to_string(group.size()) + " members.");
@@ -73,6 +81,8 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f, cons
                            "covers " + std::to_string(split.size()) + " items but n is " +
                                std::to_string(n) + ".");
   on_each_member(group, [&](const member& m) {
+    const detail::nvtx_range part("multi_device_for_each_n", "member %zu: %zu items", m.rank,
+                                  split.count(m.rank));
     detail::bulk(m.stream, split.count(m.rank), detail::at_global_index<F>{f, split.offset(m.rank)},
                  "cub::DeviceFor::Bulk (multi_device_for_each_n)");
   });
@@ -89,8 +99,12 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f) {
 template <class F>
 void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
                              adaptive_balancer& balancer) {
+  const detail::nvtx_range range("multi_device_for_each_n", "%zu items, %zu members, adaptive", n,
+                                 group.size());
   const partition split = balancer.next_split(group, n, "multi_device_for_each_n", "balancer");
   on_each_member(group, [&](const member& m) {
+    const detail::nvtx_range part("multi_device_for_each_n", "member %zu: %zu items", m.rank,
+                                  split.count(m.rank));
     balancer.start(m.rank, m.stream);
     detail::bulk(m.stream, split.count(m.rank), detail::at_global_index<F>{f, split.offset(m.rank)},
                  "cub::DeviceFor::Bulk (multi_device_for_each_n)");

@@ -27,6 +27,7 @@
 //   float t = total.get();                                 // or copy it yourself
 #pragma once
 
+#include "../devices/detail/nvtx.cuh"
 #include "../distributed/on_each_shard.cuh"
 #include "../execution/launch.cuh"
 #include "../execution/on_each.cuh"
@@ -313,11 +314,19 @@ void enqueue_reduce(const device_group& group, const std::vector<std::size_t>& c
          static_cast<const slot*>(scratch.gathered()), group.size(), init, op, result);
 }
 
+inline std::size_t total_of(const std::vector<std::size_t>& counts) noexcept {
+  std::size_t total = 0;
+  for (std::size_t c : counts)
+    total += c;
+  return total;
+}
+
 // The pending form: fresh scratch and events for each call, kept alive by the pending value.
 template <class T, class Op, class Transform, class InputOf>
 pending<T> reduce_pending(const device_group& group, const std::vector<std::size_t>& counts,
                           InputOf input_of, T init, Op op, Transform transform,
                           std::string_view function) {
+  const nvtx_range range(function, "%zu items, %zu members", total_of(counts), group.size());
   require_value_type<T>();
   // A pending value cannot outlive a graph replay: its host slot would be read once.
   refuse_capture(group, function, "a pending<T> result cannot be captured (its host slot would be read once, not at each replay)",
@@ -417,6 +426,8 @@ class device_result {
   template <class Op, class Transform, class InputOf>
   void enqueue(const device_group& group, const std::vector<std::size_t>& counts, InputOf input_of,
                T init, Op op, Transform transform, std::string_view function) {
+    const detail::nvtx_range range(function, "%zu items, %zu members", detail::total_of(counts),
+                                   group.size());
     detail::require_value_type<T>();
     bool same = group.size() == streams_.size();
     for (std::size_t k = 0; same && k < group.size(); ++k)

@@ -76,6 +76,7 @@ public:
 
   // Enqueues, on every member's stream, the copy of its slice of `source` (size() elements).
   void copy_from_host(std::span<const T> source) {
+    const detail::nvtx_range range("copy_from_host", "%zu items over %zu shards", size(), shards());
     require_whole(source.size(), "copy_from_host", "source");
     for (std::size_t i = 0; i < shards(); ++i)
       shards_[i].copy_from_host(source.subspan(split_.offset(i), split_.count(i)));
@@ -83,6 +84,7 @@ public:
 
   // Enqueues, on every member's stream, the copy of its shard into its slice of `target`.
   void copy_to_host(std::span<T> target) const {
+    const detail::nvtx_range range("copy_to_host", "%zu items over %zu shards", size(), shards());
     require_whole(target.size(), "copy_to_host", "target");
     for (std::size_t i = 0; i < shards(); ++i)
       shards_[i].copy_to_host(target.subspan(split_.offset(i), split_.count(i)));
@@ -90,6 +92,7 @@ public:
 
   // Enqueues setting every byte of every shard to `value`.
   void fill_bytes(unsigned char value) {
+    const detail::nvtx_range range("fill_bytes", "%zu items over %zu shards", size(), shards());
     for (device_buffer<T>& b : shards_)
       b.fill_bytes(value);
   }

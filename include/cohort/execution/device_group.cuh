@@ -25,6 +25,7 @@
 // A group is used from one host thread at a time.
 #pragma once
 
+#include "../devices/detail/nvtx.cuh"
 #include "../devices/device_ref.cuh"
 #include "../devices/properties.cuh"
 #include "../devices/topology.cuh"
@@ -147,6 +148,8 @@ class device_group {
 
   // Work enqueued on the members' streams from now on waits for what is already on `origin`.
   void fork(stream_ref origin) {
+    const detail::nvtx_range range("fork", "%zu members from device %d", size(),
+                                   origin.device().get());
     event_ref mark = origin_event(origin.device());
     mark.record(origin);
     for (const cohort::stream& s : streams_)
@@ -155,6 +158,8 @@ class device_group {
 
   // Work enqueued on `origin` from now on waits for what is already on every member's stream.
   void join(stream_ref origin) {
+    const detail::nvtx_range range("join", "%zu members into device %d", size(),
+                                   origin.device().get());
     for (std::size_t i = 0; i < size(); ++i) {
       member_events_[i].record(streams_[i]);
       origin.wait(member_events_[i]);

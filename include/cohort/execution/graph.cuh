@@ -22,6 +22,7 @@
 // buffers, cliques), must outlive the graph; the graph may be destroyed while a replay runs.
 #pragma once
 
+#include "../devices/detail/nvtx.cuh"
 #include "../errors/argument_error.cuh"
 #include "../errors/cuda_error.cuh"
 #include "../streams/event.cuh"
@@ -50,6 +51,7 @@ class group_graph {
   template <class Work>
   static group_graph capture(device_group& group, Work&& work,
                              capture_mode mode = capture_mode::global) {
+    const detail::nvtx_range range("group_graph::capture", "%zu members", group.size());
     for (std::size_t i = 0; i < group.size(); ++i)
       if (group.stream(i).is_capturing())
         detail::throw_invalid_argument("group_graph::capture", "group",
@@ -114,6 +116,7 @@ class group_graph {
   // Replays the graph after all work already enqueued on the members' streams; work enqueued on
   // them afterwards runs after the replay.
   void launch() {
+    const detail::nvtx_range range("group_graph::launch", "after the members' work");
     require_graph("group_graph::launch");
     join();
     launch(origin_);
@@ -121,6 +124,7 @@ class group_graph {
   }
   // Replays the graph on `stream`, ordered only by it (the caller orders the members' streams).
   void launch(stream_ref stream) {
+    const detail::nvtx_range range("group_graph::launch", "on device %d", stream.device().get());
     require_graph("group_graph::launch");
     scoped_device on(stream.device());
     check_cuda(cudaGraphLaunch(exec_, stream.native_handle()), "cudaGraphLaunch (group_graph)",

@@ -14,10 +14,11 @@
 //   s.synchronize();
 #pragma once
 
+#include "../devices/detail/nvtx.cuh"
 #include "../devices/scoped_device.cuh"
-#include "bitwise_copyable.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream_ref.cuh"
+#include "bitwise_copyable.cuh"
 
 #include <cuda/std/span>
 
@@ -102,6 +103,8 @@ public:
 
   // Enqueues a copy of all of `source` (size() elements) into this buffer.
   void copy_from_host(std::span<const T> source) {
+    const detail::nvtx_range range("copy_from_host", "%zu B to device %d", size_bytes(),
+                                   device().get());
     require_same_size(source.size(), "copy_from_host", "source");
     if (empty()) return;
     scoped_device on(device());
@@ -112,6 +115,8 @@ public:
 
   // Enqueues a copy of this buffer into all of `target` (size() elements).
   void copy_to_host(std::span<T> target) const {
+    const detail::nvtx_range range("copy_to_host", "%zu B from device %d", size_bytes(),
+                                   device().get());
     require_same_size(target.size(), "copy_to_host", "target");
     if (empty()) return;
     scoped_device on(device());
@@ -127,6 +132,8 @@ public:
   // a few microseconds; back-to-back copies where the caller already orders the streams (or
   // needs no order) are faster with the form below that takes a stream.
   void copy_to(device_buffer& target) const {
+    const detail::nvtx_range range("copy_to", "%zu B device %d to %d, ordered", size_bytes(),
+                                   device().get(), target.device().get());
     require_same_size(target.size(), "copy_to", "target");
     if (empty()) return;
     const bool other_stream = !(target.stream_ == stream_);
@@ -139,6 +146,9 @@ public:
   // caller orders it after the writes to this buffer and before the uses of `target` (one stream
   // for all of them needs nothing more). `stream` is on this buffer's device or on the target's.
   void copy_to(device_buffer& target, stream_ref stream) const {
+    const detail::nvtx_range range("copy_to", "%zu B device %d to %d, on a stream of device %d",
+                                   size_bytes(), device().get(), target.device().get(),
+                                   stream.device().get());
     require_same_size(target.size(), "copy_to", "target");
     if (stream.device() != device() && stream.device() != target.device())
       detail::throw_invalid_argument(
@@ -152,6 +162,8 @@ public:
 
   // Enqueues setting every byte to `value` (poisoning outputs in tests, zeroing accumulators).
   void fill_bytes(unsigned char value) {
+    const detail::nvtx_range range("fill_bytes", "%zu B on device %d", size_bytes(),
+                                   device().get());
     if (empty()) return;
     scoped_device on(device());
     check_cuda(cudaMemsetAsync(data_, value, size_bytes(), stream_.native_handle()),

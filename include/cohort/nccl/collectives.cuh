@@ -22,6 +22,7 @@
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
+#include "../devices/detail/nvtx.cuh"
 #include "communicator.cuh"
 #include "traits.cuh"
 
@@ -181,6 +182,8 @@ requires std::same_as<std::remove_const_t<S>, T>
 void all_reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
                 [[maybe_unused]] Op op, stream_ref stream) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
+  const detail::nvtx_range range("all_reduce", "nccl %zu B/rank, rank %d", recv.size_bytes(),
+                                 comm.rank());
   detail::require_call(comm, stream, "all_reduce");
   detail::require_count(recv.size(), send.size(), "all_reduce", "recv", "the size of 'send'");
   detail::require_on_device(comm, send, "all_reduce", "send");
@@ -203,6 +206,8 @@ requires std::same_as<std::remove_const_t<S>, T>
 void reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
             [[maybe_unused]] Op op, int root, stream_ref stream) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
+  const detail::nvtx_range range("reduce", "nccl %zu B/rank to rank %d, rank %d", send.size_bytes(),
+                                 root, comm.rank());
   detail::require_call(comm, stream, "reduce");
   detail::require_rank(comm, root, "reduce", "root");
   detail::require_count(recv.size(), send.size(), "reduce", "recv", "the size of 'send'");
@@ -222,6 +227,8 @@ requires std::same_as<std::remove_const_t<S>, T>
 void broadcast(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv, int root,
                stream_ref stream) {
   detail::require_movable<T>();
+  const detail::nvtx_range range("broadcast", "nccl %zu B from rank %d, rank %d", recv.size_bytes(),
+                                 root, comm.rank());
   detail::require_call(comm, stream, "broadcast");
   detail::require_rank(comm, root, "broadcast", "root");
   detail::require_count(recv.size(), send.size(), "broadcast", "recv", "the size of 'send'");
@@ -246,6 +253,8 @@ requires std::same_as<std::remove_const_t<S>, T>
 void all_gather(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
                 stream_ref stream) {
   detail::require_movable<T>();
+  const detail::nvtx_range range("all_gather", "nccl %zu B/rank, rank %d", send.size_bytes(),
+                                 comm.rank());
   detail::require_call(comm, stream, "all_gather");
   detail::require_count(recv.size(), send.size() * comm.size(), "all_gather", "recv",
                         "size() times the size of 'send'");
@@ -268,6 +277,8 @@ requires std::same_as<std::remove_const_t<S>, T>
 void reduce_scatter(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
                     [[maybe_unused]] Op op, stream_ref stream) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
+  const detail::nvtx_range range("reduce_scatter", "nccl %zu B/rank, rank %d", recv.size_bytes(),
+                                 comm.rank());
   detail::require_call(comm, stream, "reduce_scatter");
   detail::require_count(send.size(), recv.size() * comm.size(), "reduce_scatter", "send",
                         "size() times the size of 'recv'");
@@ -288,6 +299,8 @@ template <class S>
 void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref stream) {
   using T = std::remove_const_t<S>;
   detail::require_movable<T>();
+  const detail::nvtx_range range("send", "nccl %zu B to rank %d, rank %d", data.size_bytes(), peer,
+                                 comm.rank());
   detail::require_call(comm, stream, "send");
   detail::require_rank(comm, peer, "send", "peer");
   detail::require_on_device(comm, data, "send", "data");
@@ -300,6 +313,8 @@ void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref s
 template <class T>
 void recv(communicator_ref comm, cuda::std::span<T> data, int peer, stream_ref stream) {
   detail::require_movable<T>();
+  const detail::nvtx_range range("recv", "nccl %zu B from rank %d, rank %d", data.size_bytes(),
+                                 peer, comm.rank());
   detail::require_call(comm, stream, "recv");
   detail::require_rank(comm, peer, "recv", "peer");
   detail::require_on_device(comm, data, "recv", "data");

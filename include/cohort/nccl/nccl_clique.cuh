@@ -15,6 +15,7 @@
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
+#include "../devices/detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
 #include "../execution/on_each.cuh"
 #include "collectives.cuh"
@@ -77,6 +78,8 @@ namespace detail {
 template <class T, class F>
 void on_every_rank(nccl_clique& nccl, const distributed_buffer<T>& stream_source,
                    std::string_view function, F&& call) {
+  const nvtx_range range(function, "nccl %zu B/rank, %zu ranks",
+                         stream_source.shard(0).data.size_bytes(), nccl.size());
   for (std::size_t i = 0; i < nccl.size(); ++i)
     require_call(nccl.rank(i), stream_source.shard(i).stream, function);
   nccl_group batch;

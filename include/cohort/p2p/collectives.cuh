@@ -28,6 +28,7 @@
 
 #include "../communication/detail/arguments.cuh"
 #include "../communication/operators.cuh"
+#include "../devices/detail/nvtx.cuh"
 #include "detail/launch.cuh"
 #include "p2p_clique.cuh"
 
@@ -157,6 +158,12 @@ bool all_aligned(const p2p_clique& peers, const per_rank<T>& p, bool null_ok = f
   return true;
 }
 
+inline const char* name_of(p2p_algorithm a) noexcept {
+  return a == p2p_algorithm::one_shot   ? "one_shot"
+         : a == p2p_algorithm::two_shot ? "two_shot"
+                                        : "automatic";
+}
+
 inline p2p_algorithm choose(const p2p_clique& peers, std::size_t bytes, p2p_algorithm algorithm) {
   if (algorithm == p2p_algorithm::automatic)
     algorithm = bytes <= peers.automatic_one_shot_limit() ? p2p_algorithm::one_shot
@@ -174,57 +181,62 @@ template <class T, class Op>
 void all_reduce(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T>& out,
                 std::size_t count, Op op, p2p_options options) {
   const p2p_algorithm algorithm = choose(peers, count * sizeof(T), options.algorithm);
-  dispatch_reduction<T, Op>(
-      in, out, count, options,
-      [&]<class U, class Acc>(const per_rank<const U>& from, const per_rank<U>& to, std::size_t n) {
-        using R = reducer<U, Acc, Op, divides_by_ranks<Op>>;
-        const R r{op, static_cast<int>(peers.size())};
-        constexpr int V = wide_pack<U>;
-        const bool wide = V > 1 && all_aligned(peers, from) && all_aligned(peers, to);
-        const std::size_t unit = wide ? V : 1;
-        if (algorithm == p2p_algorithm::one_shot) {
-          auto args = [&](std::size_t i, bool no_op) {
-            return std::make_tuple(from.of[i], to.of[i], n, engine_arg(peers, i, no_op), r);
-          };
-          launch_packed<one_shot_all_reduce<U, Acc, V, R>, one_shot_all_reduce<U, Acc, 1, R>>(
-              wide, peers, peers.blocks_for(n / unit), "cohort p2p one_shot_all_reduce", args);
-          return;
-        }
-        const std::size_t per_member = (n + peers.size() - 1) / peers.size();
-        const std::size_t chunk = (per_member + unit - 1) / unit * unit;
-        auto args = [&](std::size_t i, bool no_op) {
-          return std::make_tuple(from, to, n, chunk, engine_arg(peers, i, no_op), r);
-        };
-        launch_packed<two_shot_all_reduce<U, Acc, V, R>, two_shot_all_reduce<U, Acc, 1, R>>(
-            wide, peers, peers.blocks_for(chunk / unit), "cohort p2p two_shot_all_reduce", args);
-      });
+  const nvtx_range range("all_reduce", "p2p %s %zu B/rank", name_of(algorithm), count * sizeof(T));
+  dispatch_reduction<T, Op>(in, out, count, options, [&]<class U, class Acc>(
+                                                         const per_rank<const U>& from,
+                                                         const per_rank<U>& to, std::size_t n) {
+    using R = reducer<U, Acc, Op, divides_by_ranks<Op>>;
+    const R r{op, static_cast<int>(peers.size())};
+    constexpr int V = wide_pack<U>;
+    const bool wide = V > 1 && all_aligned(peers, from) && all_aligned(peers, to);
+    const std::size_t unit = wide ? V : 1;
+    if (algorithm == p2p_algorithm::one_shot) {
+      auto args = [&](std::size_t i, bool no_op) {
+        return std::make_tuple(from.of[i], to.of[i], n, engine_arg(peers, i, no_op), r);
+      };
+      launch_packed<one_shot_all_reduce<U, Acc, V, R>, one_shot_all_reduce<U, Acc, 1, R>>(
+          wide, peers, peers.blocks_for(n / unit), "cohort p2p one_shot_all_reduce", args);
+      return;
+    }
+    const std::size_t per_member = (n + peers.size() - 1) / peers.size();
+    const std::size_t chunk = (per_member + unit - 1) / unit * unit;
+    auto args = [&](std::size_t i, bool no_op) {
+      return std::make_tuple(from, to, n, chunk, engine_arg(peers, i, no_op), r);
+    };
+    launch_packed<two_shot_all_reduce<U, Acc, V, R>, two_shot_all_reduce<U, Acc, 1, R>>(
+        wide, peers, peers.blocks_for(chunk / unit), "cohort p2p two_shot_all_reduce", args);
+  });
 }
 
 // reduce_scatter (root < 0) or reduce (to `root`): `count` elements per rank's output.
 template <class T, class Op>
 void reduce_to(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T>& out,
                std::size_t count, Op op, int root, p2p_options options) {
-  dispatch_reduction<T, Op>(
-      in, out, count, options,
-      [&]<class U, class Acc>(const per_rank<const U>& from, const per_rank<U>& to, std::size_t n) {
-        using R = reducer<U, Acc, Op, divides_by_ranks<Op>>;
-        const R r{op, static_cast<int>(peers.size())};
-        constexpr int V = wide_pack<U>;
-        const bool wide = V > 1 && (root >= 0 || (n * sizeof(U)) % 16 == 0) &&
-                          all_aligned(peers, from) && all_aligned(peers, to, /*null_ok=*/true);
-        auto args = [&](std::size_t i, bool no_op) {
-          return std::make_tuple(from, to.of[i], n, root, engine_arg(peers, i, no_op), r);
-        };
-        launch_packed<p2p::reduce_to<U, Acc, V, R>, p2p::reduce_to<U, Acc, 1, R>>(
-            wide, peers, peers.blocks_for(n / (wide ? V : 1)),
-            root < 0 ? "cohort p2p reduce_scatter" : "cohort p2p reduce", args);
-      });
+  const nvtx_range range(root < 0 ? "reduce_scatter" : "reduce", "p2p %zu B/rank",
+                         count * sizeof(T));
+  dispatch_reduction<T, Op>(in, out, count, options, [&]<class U, class Acc>(
+                                                         const per_rank<const U>& from,
+                                                         const per_rank<U>& to, std::size_t n) {
+    using R = reducer<U, Acc, Op, divides_by_ranks<Op>>;
+    const R r{op, static_cast<int>(peers.size())};
+    constexpr int V = wide_pack<U>;
+    const bool wide = V > 1 && (root >= 0 || (n * sizeof(U)) % 16 == 0) &&
+                      all_aligned(peers, from) && all_aligned(peers, to, /*null_ok=*/true);
+    auto args = [&](std::size_t i, bool no_op) {
+      return std::make_tuple(from, to.of[i], n, root, engine_arg(peers, i, no_op), r);
+    };
+    launch_packed<p2p::reduce_to<U, Acc, V, R>, p2p::reduce_to<U, Acc, 1, R>>(
+        wide, peers, peers.blocks_for(n / (wide ? V : 1)),
+        root < 0 ? "cohort p2p reduce_scatter" : "cohort p2p reduce", args);
+  });
 }
 
 template <class T>
 void all_gather(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T>& out,
                 std::size_t count) {
-  static_assert(bitwise_copyable_v<T>, "all_gather moves bytes: T must be trivially copyable.");
+  static_assert(bitwise_copyable_v<T>,
+                "all_gather moves bytes: T must be trivially copyable.");
+  const nvtx_range range("all_gather", "p2p %zu B/rank", count * sizeof(T));
   for (std::size_t i = 0; i < peers.size(); ++i) {
     // In place is send i at slot i of recv i; any other overlap is refused.
     const bool own_slot = in.of[i] == out.of[i] + count * i;
@@ -247,7 +259,9 @@ void all_gather(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T
 
 template <class T>
 void broadcast(p2p_clique& peers, const per_rank<T>& data, std::size_t count, int root) {
-  static_assert(bitwise_copyable_v<T>, "broadcast moves bytes: T must be trivially copyable.");
+  static_assert(bitwise_copyable_v<T>,
+                "broadcast moves bytes: T must be trivially copyable.");
+  const nvtx_range range("broadcast", "p2p %zu B from rank %d", count * sizeof(T), root);
   if (root < 0 || static_cast<std::size_t>(root) >= peers.size())
     throw_invalid_argument("broadcast (p2p)", "root",
                            "rank " + std::to_string(root) + " is not in [0, " +

@@ -1,0 +1,23 @@
+// cohort's NVTX ranges with no tool attached: NVTX3 gives the domain a null handle, and a range
+// then formats nothing and calls nothing (what keeps them free on the host in for_each_bench's
+// host-overhead table). With a tool attached (ncu --nvtx, nsys), the domain exists.
+#include <cohort/devices/detail/nvtx.cuh>
+
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+TEST_CASE("with no tool attached, cohort's NVTX ranges format nothing and call nothing") {
+  if (std::getenv("NVTX_INJECTION64_PATH") != nullptr) {
+    MESSAGE("an NVTX tool is attached (NVTX_INJECTION64_PATH is set); nothing to check");
+    return;
+  }
+  CHECK(cohort::detail::nvtx_domain() == nullptr);
+  // A message that formatting would crash on: a range that formats while no tool listens fails.
+  const char* never_read = reinterpret_cast<const char*>(std::uintptr_t{1});
+  const cohort::detail::nvtx_range outer("all_reduce", "%s %zu B/rank", never_read, std::size_t{8});
+  { const cohort::detail::nvtx_range inner("fork"); }
+  CHECK(cohort::detail::nvtx_domain() == nullptr);
+}
