@@ -297,6 +297,22 @@ void require_own_block(const per_rank<S>& in, const per_rank<R>& out, std::size_
   }
 }
 
+// The span forms of all_gather and reduce_scatter: one span per member, on its device; every span
+// of `large` is size() times the spans of `small`, which are all one size, returned.
+template <class A, class B>
+std::size_t small_and_large(const p2p_clique& peers, const std::vector<cuda::std::span<A>>& small,
+                            std::string_view small_name,
+                            const std::vector<cuda::std::span<B>>& large,
+                            std::string_view large_name, std::string_view function) {
+  require_on_members(peers, small, function, small_name);
+  require_on_members(peers, large, function, large_name);
+  const std::size_t count = common_size(small, function, small_name);
+  for (const auto& l : large)
+    require_count(l.size(), count * peers.size(), function, large_name,
+                  "per rank, size() times a span of '" + std::string(small_name) + "'");
+  return count;
+}
+
 // The shard counts of send and recv over the clique (each equal across ranks).
 template <class A, class B>
 std::pair<std::size_t, std::size_t> shard_counts(const p2p_clique& peers, const A& send,
@@ -373,12 +389,8 @@ template <class S, class T>
 void all_gather(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
                 const std::vector<cuda::std::span<T>>& recv) {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>, "send and recv hold the same type.");
-  detail::p2p::require_on_members(peers, send, "all_gather (p2p)", "send");
-  detail::p2p::require_on_members(peers, recv, "all_gather (p2p)", "recv");
-  const std::size_t count = detail::p2p::common_size(send, "all_gather (p2p)", "send");
-  for (const auto& r : recv)
-    detail::require_count(r.size(), count * peers.size(), "all_gather (p2p)", "recv",
-                          "per rank, size() times a span of 'send'");
+  const std::size_t count =
+      detail::p2p::small_and_large(peers, send, "send", recv, "recv", "all_gather (p2p)");
   detail::p2p::all_gather<T>(peers, detail::p2p::pointers<const T>(send),
                              detail::p2p::pointers<T>(recv), count);
 }
@@ -404,12 +416,8 @@ template <class S, class T, class Op>
 void reduce_scatter(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
                     const std::vector<cuda::std::span<T>>& recv, Op op, p2p_options options = {}) {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>, "send and recv hold the same type.");
-  detail::p2p::require_on_members(peers, send, "reduce_scatter (p2p)", "send");
-  detail::p2p::require_on_members(peers, recv, "reduce_scatter (p2p)", "recv");
-  const std::size_t count = detail::p2p::common_size(recv, "reduce_scatter (p2p)", "recv");
-  for (const auto& s : send)
-    detail::require_count(s.size(), count * peers.size(), "reduce_scatter (p2p)", "send",
-                          "per rank, size() times a span of 'recv'");
+  const std::size_t count =
+      detail::p2p::small_and_large(peers, recv, "recv", send, "send", "reduce_scatter (p2p)");
   const auto in = detail::p2p::pointers<const T>(send);
   const auto out = detail::p2p::pointers<T>(recv);
   detail::p2p::require_own_block(in, out, count, peers.size());
