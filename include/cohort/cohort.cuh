@@ -58,5 +58,7 @@
 #include "algorithms/for_each.cuh"
 #include "algorithms/pending.cuh"
 #include "algorithms/reduce.cuh"
+#include "algorithms/scan.cuh"
+#include "algorithms/sort.cuh"
 
 #include "version.cuh"
