@@ -21,14 +21,16 @@
 // stable sort for a comparator); one kernel on member 0, reading every member's sorted shard over
 // peer access, finds by exact rank selection which part of every member's sorted shard belongs in
 // each member's output range; the host reads that table (the one synchronization: so this sort
-// cannot be captured into a graph, and refuses to be); each member then pulls its parts with
-// cudaMemcpyPeerAsync and merges them (cub::DeviceMerge, pairwise, log2(members) rounds, into its
-// shard of `keys`). Every element crosses between GPUs at most once.
+// cannot be captured into a graph, and refuses to be); each member then merges its parts with
+// cub::DeviceMerge, pairwise in log2(members) rounds, into its shard of `keys`; the first round
+// reads its parts where they lie (peer reads), so every element crosses between GPUs at most once.
 //
 // Needs peer access between every pair of members (enabled here; emulated groups have it), and
-// at most 64 members. Memory: besides the buffers, member k needs 2 * count(k) * (sizeof(key) +
-// sizeof(value)) bytes plus CUB's temporary storage for a sort and a merge of count(k) elements
-// (about count(k) * sizeof(key) more for the radix sort), and member 0 8 * members^2 bytes more:
+// at most 64 members. Memory: besides the buffers, member k needs count(k) * (sizeof(key) +
+// sizeof(value)) bytes (twice that in groups of more than 2 members, whose merges take several
+// rounds) plus CUB's temporary storage for a sort and a merge of count(k) elements
+// (about count(k) * (sizeof(key) + sizeof(value)) more for the radix sort, whose input stays
+// const), and member 0 8 * members^2 bytes more:
 // checked before anything is enqueued, a member that cannot get it is named with the bytes in a
 // std::invalid_argument.
 #pragma once
@@ -100,21 +102,31 @@ cudaError_t sort_shard(void* temp, std::size_t& bytes, sort_arrays<const K, cons
   }
 }
 
-// Merges the adjacent sorted runs src[a, a + na) and src[a + na, a + na + nb) into dst[a, ...).
+// A sorted run: where its keys (and values) are, on this member or read from another, and where
+// it starts in the member's output.
+template <class K, class V>
+struct sorted_run {
+  const K* keys = nullptr;
+  const V* values = nullptr;
+  std::int64_t start = 0;
+  std::int64_t length = 0;
+  int device = 0; // where keys and values are
+};
+
+// Merges run a and the run b that follows it in the output into out (at a.start).
 template <class K, class V, class Less>
-cudaError_t merge_runs(void* temp, std::size_t& bytes, sort_arrays<K, V> src, sort_arrays<K, V> dst,
-                       std::int64_t a, std::int64_t na, std::int64_t nb, Less less,
-                       cudaStream_t stream) {
+cudaError_t merge_runs(void* temp, std::size_t& bytes, sorted_run<K, V> a, sorted_run<K, V> b,
+                       sort_arrays<K, V> out, Less less, cudaStream_t stream) {
   const by_key_then_position<Less> order{less};
-  const std::int64_t b = a + na;
   if constexpr (!std::is_same_v<V, no_values>)
-    return cub::DeviceMerge::MergePairs(
-        temp, bytes, positioned_run(src.keys, a), src.values + a, na, positioned_run(src.keys, b),
-        src.values + b, nb, unpositioned_output(dst.keys, a), dst.values + a, order, stream);
+    return cub::DeviceMerge::MergePairs(temp, bytes, positioned_run(a.keys, a.start), a.values,
+                                        a.length, positioned_run(b.keys, b.start), b.values,
+                                        b.length, unpositioned_output(out.keys), out.values, order,
+                                        stream);
   else
-    return cub::DeviceMerge::MergeKeys(temp, bytes, positioned_run(src.keys, a), na,
-                                       positioned_run(src.keys, b), nb,
-                                       unpositioned_output(dst.keys, a), order, stream);
+    return cub::DeviceMerge::MergeKeys(temp, bytes, positioned_run(a.keys, a.start), a.length,
+                                       positioned_run(b.keys, b.start), b.length,
+                                       unpositioned_output(out.keys), order, stream);
 }
 
 template <class T>
@@ -162,7 +174,9 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
   };
   constexpr std::size_t value_bytes = with_values ? sizeof(V) : 0;
 
-  // Scratch: sorted shard (keys, values), received runs (keys, values), CUB's storage.
+  // Scratch: sorted shard (keys, values); with more than two parts to merge, a second copy for
+  // the rounds between; CUB's storage.
+  const std::size_t copies = p > 2 ? 2 : 1;
   std::vector<std::size_t> temp_bytes(p, 1), need(p);
   for (std::size_t k = 0; k < p; ++k) {
     scoped_device on(group.device(k));
@@ -174,12 +188,13 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
                  "cub sort (size query, " + name + ")", group.device(k).get());
       temp_bytes[k] = std::max(temp_bytes[k], bytes);
       bytes = 0;
-      check_cuda(merge_runs<K, V>(nullptr, bytes, {}, {}, 0, std::int64_t(c - c / 2),
-                                  std::int64_t(c / 2), less, stream),
+      const std::int64_t half = std::int64_t(c - c / 2);
+      check_cuda(merge_runs<K, V>(nullptr, bytes, {nullptr, nullptr, 0, half},
+                                  {nullptr, nullptr, half, std::int64_t(c / 2)}, {}, less, stream),
                  "cub::DeviceMerge (size query, " + name + ")", group.device(k).get());
       temp_bytes[k] = std::max(temp_bytes[k], bytes);
     }
-    need[k] = 2 * align_up(c * sizeof(K)) + 2 * align_up(c * value_bytes) +
+    need[k] = copies * (align_up(c * sizeof(K)) + align_up(c * value_bytes)) +
               align_up(temp_bytes[k]) + (k == 0 ? align_up(p * p * sizeof(std::size_t)) : 0);
   }
   require_scratch_fits(group, need, function, "keys");
@@ -196,10 +211,10 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     memory.emplace_back(need[k], group.stream(k));
     const std::size_t c = count(k);
     sorted[k].keys = memory[k].take<K>(c);
-    received[k].keys = memory[k].take<K>(c);
-    if constexpr (with_values) {
-      sorted[k].values = memory[k].take<V>(c);
-      received[k].values = memory[k].take<V>(c);
+    if constexpr (with_values) sorted[k].values = memory[k].take<V>(c);
+    if (copies == 2) {
+      received[k].keys = memory[k].take<K>(c);
+      if constexpr (with_values) received[k].values = memory[k].take<V>(c);
     }
     if (k == 0) table = memory[k].take<std::size_t>(p * p);
     temp[k] = memory[k].rest();
@@ -290,45 +305,44 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     }
   }
 
-  // 3. Each member pulls its parts (in member order) and merges them pairwise into its shard.
+  // 3. Each member merges its parts pairwise into its shard, in log2(parts) rounds: the first
+  // round reads the parts where they are (peer reads), later rounds the previous round's output.
   for (std::size_t j = 0; j < p; ++j) {
     const stream_ref stream = group.stream(j);
     const int device = group.device(j).get();
     scoped_device on(group.device(j));
-    std::vector<std::int64_t> runs; // lengths of the non-empty parts, in member order
-    for (std::size_t k = 0; k < p; ++k)
-      if (splits[(j + 1) * p + k] > splits[j * p + k])
-        runs.push_back(std::int64_t(splits[(j + 1) * p + k] - splits[j * p + k]));
-    std::size_t rounds = 0;
-    while ((std::size_t(1) << rounds) < runs.size())
-      ++rounds;
-    const sort_arrays<K, V> output{shard_keys(j), shard_values(j)};
-    // Received where an even number of merge rounds leaves the result in the output.
-    sort_arrays<K, V> from = rounds % 2 ? received[j] : output;
-    sort_arrays<K, V> to = rounds % 2 ? output : received[j];
-    std::size_t at = 0;
+    std::vector<sorted_run<K, V>> runs; // the non-empty parts, in member order
+    std::int64_t at = 0;
     for (std::size_t k = 0; k < p; ++k) {
       const std::size_t first = splits[j * p + k], n = splits[(j + 1) * p + k] - first;
       if (n == 0) continue;
       stream.wait(done_sorting[k]);
-      const int source = group.device(k).get();
-      copy_elements(from.keys + at, device, sorted[k].keys + first, source, n, stream,
+      runs.push_back({sorted[k].keys + first, with_values ? sorted[k].values + first : nullptr, at,
+                      std::int64_t(n), group.device(k).get()});
+      at += std::int64_t(n);
+    }
+    std::size_t rounds = 0;
+    while ((std::size_t(1) << rounds) < runs.size())
+      ++rounds;
+    const sort_arrays<K, V> output{shard_keys(j), shard_values(j)};
+    auto copy_run = [&](const sorted_run<K, V>& r, sort_arrays<K, V> to) {
+      copy_elements(to.keys + r.start, device, r.keys, r.device, std::size_t(r.length), stream,
                     "cudaMemcpyPeerAsync (" + name + " keys)");
       if constexpr (with_values)
-        copy_elements(from.values + at, device, sorted[k].values + first, source, n, stream,
-                      "cudaMemcpyPeerAsync (" + name + " values)");
-      at += n;
-    }
-    done_pulling[j].record(stream);
-    guard.recorded = j + 1;
+        copy_elements(to.values + r.start, device, r.values, r.device, std::size_t(r.length),
+                      stream, "cudaMemcpyPeerAsync (" + name + " values)");
+    };
+    if (runs.size() == 1) copy_run(runs[0], output);
     for (std::size_t round = 0; round < rounds; ++round) {
-      std::vector<std::int64_t> merged;
-      std::int64_t start = 0;
+      // The last round writes the output; the ones before alternate so that it does.
+      const sort_arrays<K, V> to = (rounds - 1 - round) % 2 == 0 ? output : received[j];
+      std::vector<sorted_run<K, V>> merged;
       for (std::size_t r = 0; r < runs.size(); r += 2) {
+        const sorted_run<K, V>& a = runs[r];
+        const sort_arrays<K, V> out{to.keys + a.start, with_values ? to.values + a.start : nullptr};
         if (r + 1 < runs.size()) {
           std::size_t bytes = 0;
-          check_cuda(merge_runs<K, V>(nullptr, bytes, from, to, start, runs[r], runs[r + 1], less,
-                                      stream.native_handle()),
+          check_cuda(merge_runs(nullptr, bytes, a, runs[r + 1], out, less, stream.native_handle()),
                      "cub::DeviceMerge (size query, " + name + ")", device);
           if (bytes > temp_bytes[j])
             throw cuda_error(cudaErrorMemoryAllocation, "cub::DeviceMerge (" + name + ")", device,
@@ -336,23 +350,18 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
                              "the merge asked for " + std::to_string(bytes) +
                                  " bytes of temporary storage, more than the " +
                                  std::to_string(temp_bytes[j]) + " reserved; please report.");
-          check_cuda(merge_runs<K, V>(temp[j], bytes, from, to, start, runs[r], runs[r + 1], less,
-                                      stream.native_handle()),
+          check_cuda(merge_runs(temp[j], bytes, a, runs[r + 1], out, less, stream.native_handle()),
                      "cub::DeviceMerge (" + name + ")", device);
-          merged.push_back(runs[r] + runs[r + 1]);
+          merged.push_back({out.keys, out.values, a.start, a.length + runs[r + 1].length, device});
         } else {
-          copy_elements(to.keys + start, device, from.keys + start, device, runs[r], stream,
-                        "cudaMemcpyPeerAsync (" + name + " keys)");
-          if constexpr (with_values)
-            copy_elements(to.values + start, device, from.values + start, device, runs[r], stream,
-                          "cudaMemcpyPeerAsync (" + name + " values)");
-          merged.push_back(runs[r]);
+          copy_run(a, to);
+          merged.push_back({out.keys, out.values, a.start, a.length, device});
         }
-        start += merged.back();
       }
       runs = std::move(merged);
-      std::swap(from, to);
     }
+    done_pulling[j].record(stream); // the last read of another member's scratch is before this
+    guard.recorded = j + 1;
   }
 }
 

@@ -93,16 +93,16 @@ struct by_key_then_position {
   }
 };
 
-// keys[base, base + n) of a buffer, each with its position.
+// A run's keys, each with its position `first + i` in the member's output.
 template <class K>
-auto positioned_run(const K* keys, std::int64_t base) {
+auto positioned_run(const K* keys, std::int64_t first) {
   return thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0),
-                                         position_keys<K>{keys + base, base});
+                                         position_keys<K>{keys, first});
 }
 
 template <class K>
-auto unpositioned_output(K* keys, std::int64_t base) {
-  return thrust::make_transform_output_iterator(keys + base, drop_position<K>{});
+auto unpositioned_output(K* keys) {
+  return thrust::make_transform_output_iterator(keys, drop_position<K>{});
 }
 
 inline constexpr std::size_t max_sort_members = 64;
