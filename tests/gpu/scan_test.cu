@@ -2,7 +2,7 @@
 // fewer than the members, primes and 2^20 + 3; in place, into another buffer and from f(i);
 // operators that do not commute (2x2 matrix products mod a prime), init placed first, outputs
 // poisoned first, a scan captured into a graph and replayed, and bad arguments refused.
-#include "testing.cuh"
+#include "scan_sort_checks.cuh"
 
 #include <doctest/doctest.h>
 
@@ -14,6 +14,9 @@
 #include <vector>
 
 namespace {
+
+using cohort::testing::first_difference;
+using cohort::testing::read_back;
 
 const std::size_t sizes[] = {0, 1, 2, 4, 7919, (std::size_t(1) << 20) + 3};
 const std::size_t group_sizes[] = {1, 2, 3, 5};
@@ -69,24 +72,6 @@ std::vector<T> host_exclusive(const std::vector<T>& in, T init, Op op) {
     carry = op(carry, in[i]);
   }
   return out;
-}
-
-template <class T>
-std::vector<T> read_back(const cohort::device_group& group,
-                         const cohort::distributed_buffer<T>& x) {
-  std::vector<T> out(x.size());
-  x.copy_to_host(out);
-  group.synchronize();
-  return out;
-}
-
-// The first index where two vectors differ, or their size.
-template <class T>
-std::size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
-  std::size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i])
-    ++i;
-  return i;
 }
 
 } // namespace

@@ -3,7 +3,7 @@
 // and random; uint32, uint64, int, float, double and __half keys in CUB's order (-0.0 equal to
 // +0.0, NaNs by sign at the ends), descending, a comparator for a user type, values following
 // their keys stably; outputs poisoned first; bad arguments and too little memory refused.
-#include "testing.cuh"
+#include "scan_sort_checks.cuh"
 
 #include <doctest/doctest.h>
 
@@ -20,6 +20,9 @@
 #include <vector>
 
 namespace {
+
+using cohort::testing::first_difference;
+using cohort::testing::read_back;
 
 const std::size_t sizes[] = {0, 1, 2, 4, 7919, (std::size_t(1) << 20) + 3};
 const std::size_t group_sizes[] = {1, 2, 3, 5};
@@ -104,24 +107,6 @@ std::vector<K> make_keys(std::size_t n, pattern kind, unsigned seed) {
     }
   }
   return keys;
-}
-
-template <class T>
-std::vector<T> read_back(const cohort::device_group& group,
-                         const cohort::distributed_buffer<T>& x) {
-  std::vector<T> out(x.size());
-  x.copy_to_host(out);
-  group.synchronize();
-  return out;
-}
-
-// The first index where two arrays differ bit for bit (a signed zero or a NaN included).
-template <class T>
-std::size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
-  std::size_t i = 0;
-  while (i < a.size() && i < b.size() && std::memcmp(&a[i], &b[i], sizeof(T)) == 0)
-    ++i;
-  return i;
 }
 
 // Sorts keys (and their input positions as values) on every group size, size and pattern and
@@ -223,7 +208,7 @@ TEST_CASE("a comparator sorts a user type stably, values following") {
       CAPTURE(members);
       CAPTURE(n);
       auto group = cohort::testing::group_of(members);
-      std::mt19937 engine(unsigned(n));
+      std::mt19937 engine{static_cast<unsigned>(n)};
       std::vector<record> in(n);
       std::vector<std::uint64_t> tags(n);
       for (std::size_t i = 0; i < n; ++i) {

@@ -25,7 +25,8 @@
 //
 // Memory: besides `y`, each member takes three values of T and CUB's temporary storage for a
 // scan of its shard (a few bytes per 1,000 elements), checked before anything is enqueued: a
-// member that cannot get them is named with the bytes in a std::invalid_argument.
+// member that cannot get them is named with the bytes in a std::invalid_argument (not while the
+// group's streams are being captured: a graph allocates its scratch when it is launched).
 #pragma once
 
 #include "../distributed/distributed_buffer.cuh"
