@@ -122,7 +122,7 @@ template <class K, class V>
 void sort_table(cohort::device_group& group, cohort::stream_ref origin, int top, const char* what) {
   constexpr bool pairs = !std::is_same_v<V, void>;
   using value_t = std::conditional_t<pairs, V, unsigned char>;
-  const double element = double(sizeof(K) + (pairs ? sizeof(V) : 0));
+  const double element = double(sizeof(K) + (pairs ? sizeof(value_t) : 0));
   std::printf("\n## sort of %s: one GPU's cub::DeviceRadixSort vs multi_device_sort%s on %zu "
               "members\n\n",
               what, pairs ? "_by_key" : "", group.size());
