@@ -59,5 +59,7 @@
 #include "algorithms/for_each.cuh"
 #include "algorithms/pending.cuh"
 #include "algorithms/reduce.cuh"
+#include "algorithms/scan.cuh"
+#include "algorithms/sort.cuh"
 
 #include "version.cuh"

@@ -1,0 +1,209 @@
+// scan_sort_bench — multi_device_inclusive_scan and multi_device_sort against one GPU's
+// cub::DeviceScan and cub::DeviceRadixSort, side by side in one run, 2^20 to 2^30 elements:
+//   1. inclusive sum of floats, x into y (both sides out of place);
+//   2. sorts of uint32, uint64 and float keys, and of uint32 keys with uint32 values: every timed
+//      run first copies the random input back over the keys (device to device, on both sides),
+//      so each sort sees unsorted data; the copy is in both times.
+// The group is every visible GPU; with one GPU it is an emulated group of 2 on it, and the
+// figures show that the code runs and is right, not how fast several GPUs are. Sizes whose
+// buffers do not fit in 80% of the free memory are skipped. Goals (2 H200s): sort of 2^30 uint32
+// >= 1.6x one GPU; inclusive scan of 2^30 floats >= 1.8x (see docs/design.md: the scan reads
+// every element twice, which bounds it near 1.33x on 2 GPUs).
+// Usage: scan_sort_bench [largest log2 size, default 30]
+#include "timing.cuh"
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+// Random keys from an index, the same whichever device computes them.
+template <class K>
+struct random_key {
+  K* out;
+  std::size_t offset;
+  __device__ void operator()(std::size_t i) const {
+    std::uint64_t h = (offset + i + 1) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    if constexpr (std::is_floating_point_v<K>)
+      out[i] = K(double(h >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+    else
+      out[i] = K(h);
+  }
+};
+
+template <class K>
+void fill_random(cohort::device_buffer<K>& b, std::size_t offset) {
+  cohort::for_each_n(b.stream(), b.size(), random_key<K>{b.data(), offset});
+}
+
+template <class K>
+void fill_random(cohort::distributed_buffer<K>& x) {
+  for (std::size_t k = 0; k < x.shards(); ++k)
+    fill_random(x.local(k), x.split().offset(k));
+}
+
+bool fits(cohort::device_ref d, double bytes) {
+  return bytes <= 0.8 * double(cohort::memory_info(d).free);
+}
+
+// Whether every member's share of `bytes_per_element * n` fits (members on one GPU add up).
+bool group_fits(const cohort::device_group& g, std::size_t n, double bytes_per_element) {
+  std::vector<double> per_device(cohort::device_count(), 0.0);
+  for (std::size_t k = 0; k < g.size(); ++k)
+    per_device[g.device(k).get()] +=
+        bytes_per_element * double(cohort::partition::even(n, g.size()).count(k));
+  for (int d = 0; d < cohort::device_count(); ++d)
+    if (per_device[d] > 0 && !fits(cohort::device_ref{d}, per_device[d])) return false;
+  return true;
+}
+
+void check(cudaError_t e, const char* what) {
+  cohort::check_cuda(e, what, 0);
+}
+
+void row(std::size_t n, double one, double many) {
+  std::printf("| %zu | %.3f | %.3f | %.2f |\n", static_cast<std::size_t>(n), one, many, one / many);
+}
+
+void scan_table(cohort::device_group& group, cohort::stream_ref origin, int top) {
+  std::printf(
+      "\n## inclusive sum of floats: one GPU's cub::DeviceScan vs multi_device_inclusive_scan "
+      "on %zu members\n\n",
+      group.size());
+  std::printf("| n | cub one GPU ms | cohort ms | ratio |\n| --- | --- | --- | --- |\n");
+  for (int lg = 20; lg <= top; lg += (lg < 28 ? 4 : 2)) {
+    const std::size_t n = std::size_t(1) << lg;
+    double one = -1, many = -1;
+    if (fits(origin.device(), 2.2 * n * sizeof(float))) {
+      cohort::device_buffer<float> x(n, origin), y(n, origin);
+      fill_random(x, 0);
+      std::size_t bytes = 0;
+      check(cub::DeviceScan::InclusiveSum(nullptr, bytes, x.data(), y.data(), n,
+                                          origin.native_handle()),
+            "size query");
+      cohort::device_buffer<unsigned char> temp(bytes, origin);
+      one = bench::time_ms(origin, [&] {
+        check(cub::DeviceScan::InclusiveSum(temp.data(), bytes, x.data(), y.data(), n,
+                                            origin.native_handle()),
+              "cub::DeviceScan::InclusiveSum");
+      });
+    }
+    origin.synchronize();
+    if (group_fits(group, n, 2.2 * sizeof(float))) {
+      cohort::distributed_buffer<float> x(group, n), y(group, n);
+      fill_random(x);
+      many = bench::time_ms(origin, [&] {
+        group.fork(origin);
+        cohort::multi_device_inclusive_scan(group, x, y, cuda::std::plus<>{});
+        group.join(origin);
+      });
+    }
+    group.synchronize();
+    if (one < 0 || many < 0) {
+      std::printf("| %zu | skipped: does not fit | | |\n", std::size_t{1} << lg);
+      continue;
+    }
+    row(n, one, many);
+  }
+}
+
+template <class K, class V>
+void sort_table(cohort::device_group& group, cohort::stream_ref origin, int top, const char* what) {
+  constexpr bool pairs = !std::is_same_v<V, void>;
+  using value_t = std::conditional_t<pairs, V, unsigned char>;
+  const double element = double(sizeof(K) + (pairs ? sizeof(value_t) : 0));
+  std::printf("\n## sort of %s: one GPU's cub::DeviceRadixSort vs multi_device_sort%s on %zu "
+              "members\n\n",
+              what, pairs ? "_by_key" : "", group.size());
+  std::printf("| n | cub one GPU ms | cohort ms | ratio |\n| --- | --- | --- | --- |\n");
+  for (int lg = 20; lg <= top; lg += (lg < 28 ? 4 : 2)) {
+    const std::size_t n = std::size_t(1) << lg;
+    double one = -1, many = -1;
+    if (fits(origin.device(), 3.5 * element * n)) {
+      cohort::device_buffer<K> pristine(n, origin), in(n, origin), out(n, origin);
+      cohort::device_buffer<value_t> vin(pairs ? n : 0, origin), vout(pairs ? n : 0, origin);
+      fill_random(pristine, 0);
+      std::size_t bytes = 0;
+      auto sort = [&](void* temp) {
+        if constexpr (pairs)
+          return cub::DeviceRadixSort::SortPairs(temp, bytes, in.data(), out.data(), vin.data(),
+                                                 vout.data(), n, 0, int(8 * sizeof(K)),
+                                                 origin.native_handle());
+        else
+          return cub::DeviceRadixSort::SortKeys(temp, bytes, in.data(), out.data(), n, 0,
+                                                int(8 * sizeof(K)), origin.native_handle());
+      };
+      check(sort(nullptr), "size query");
+      cohort::device_buffer<unsigned char> temp(bytes, origin);
+      one = bench::time_ms(
+          origin,
+          [&] {
+            pristine.copy_to(in, origin);
+            check(sort(temp.data()), "cub::DeviceRadixSort");
+          },
+          2, 7);
+    }
+    origin.synchronize();
+    if (group_fits(group, n, 5.5 * element)) {
+      cohort::distributed_buffer<K> pristine(group, n), keys(group, n);
+      fill_random(pristine);
+      cohort::distributed_buffer<value_t> values(
+          group, pairs ? keys.split() : cohort::partition::even(0, group.size()));
+      many = bench::time_ms(
+          origin,
+          [&] {
+            group.fork(origin);
+            for (std::size_t k = 0; k < group.size(); ++k)
+              pristine.local(k).copy_to(keys.local(k), group.stream(k));
+            if constexpr (pairs)
+              cohort::multi_device_sort_by_key(group, keys, values);
+            else
+              cohort::multi_device_sort(group, keys);
+            group.join(origin);
+          },
+          2, 7);
+    }
+    group.synchronize();
+    if (one < 0 || many < 0) {
+      std::printf("| %zu | skipped: does not fit | | |\n", std::size_t{1} << lg);
+      continue;
+    }
+    row(n, one, many);
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (cohort::device_count() == 0) {
+    std::puts("scan_sort_bench: no GPU visible; nothing to measure.");
+    return 0;
+  }
+  bench::print_environment();
+  const int top = argc > 1 ? std::atoi(argv[1]) : 30;
+  const bool one_gpu = cohort::device_count() == 1;
+  std::vector<cohort::device_ref> all = cohort::devices();
+  cohort::device_group group = one_gpu ? cohort::device_group::emulated(cohort::device_ref{0}, 2)
+                                       : cohort::device_group(all);
+  if (one_gpu)
+    std::puts("# one GPU: an emulated group of 2 on it; the figures show correctness, not speed");
+  group.enable_peer_access();
+  cohort::stream origin(cohort::device_ref{0});
+  scan_table(group, origin, top);
+  sort_table<std::uint32_t, void>(group, origin, top, "uint32 keys");
+  sort_table<std::uint64_t, void>(group, origin, top, "uint64 keys");
+  sort_table<float, void>(group, origin, top, "float keys");
+  sort_table<std::uint32_t, std::uint32_t>(group, origin, top, "uint32 keys with uint32 values");
+  return 0;
+}

@@ -1,0 +1,71 @@
+// cohort/algorithms/detail/scan.cuh — the pieces of the multi-device scans: the functors CUB's
+// scans write through, and the one-thread kernels that hand each member's carry to the next.
+#pragma once
+
+#include "../../execution/launch.cuh"
+
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/tabulate_output_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include <cstddef>
+
+namespace cohort::detail {
+
+// Written through a tabulate_output_iterator by a scan that is run for its last value only: the
+// shard's total, which the next members need before their own scan.
+template <class T>
+struct keep_last {
+  T* total;
+  std::ptrdiff_t last;
+  template <class U>
+  __device__ void operator()(std::ptrdiff_t i, const U& value) const {
+    if (i == last) *total = static_cast<T>(value);
+  }
+};
+
+// An exclusive scan seeded with the carry gives e[i] = carry . x[0] ... x[i-1]; the inclusive
+// result is e[i] . x[i]. Reading x[i] just before writing out[i] is safe in place: each element is
+// written once, by the thread that reads it here, after CUB has loaded the tile.
+template <class T, class In, class Op>
+struct apply_last_element {
+  In in;
+  T* out;
+  Op op;
+  template <class U>
+  __device__ void operator()(std::ptrdiff_t i, const U& exclusive) const {
+    out[i] = static_cast<T>(op(static_cast<T>(exclusive), static_cast<T>(in[i])));
+  }
+};
+
+// f(offset + i) as a T: the input of the index forms.
+template <class T, class F>
+struct value_at_index {
+  F f;
+  std::size_t offset;
+  __device__ T operator()(std::size_t i) const { return static_cast<T>(f(offset + i)); }
+};
+
+template <class T, class F>
+auto index_input(F f, std::size_t offset) {
+  return thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
+                                         value_at_index<T, F>{f, offset});
+}
+
+// next = carry . total, with either missing where the host knows it is (no earlier element, an
+// empty shard). The carry goes on the left: the operator need not commute.
+template <class T, class Op>
+__global__ void chain_carry(const T* carry, bool has_carry, const T* total, bool has_total, T* next,
+                            Op op) {
+  if (has_carry && has_total)
+    *next = static_cast<T>(op(*carry, *total));
+  else
+    *next = has_carry ? *carry : *total;
+}
+
+template <class T>
+__global__ void store_value(T* target, T value) {
+  *target = value;
+}
+
+} // namespace cohort::detail

@@ -1,0 +1,211 @@
+// Multi-device scans against sequential host references, on groups of 1, 2, 3 and 5: sizes 0, 1,
+// fewer than the members, primes and 2^20 + 3; in place, into another buffer and from f(i);
+// operators that do not commute (2x2 matrix products mod a prime), init placed first, outputs
+// poisoned first, a scan captured into a graph and replayed, and bad arguments refused.
+#include "scan_sort_checks.cuh"
+
+#include <doctest/doctest.h>
+
+#include <cuda/std/functional>
+
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+using cohort::testing::first_difference;
+using cohort::testing::read_back;
+
+const std::size_t sizes[] = {0, 1, 2, 4, 7919, (std::size_t(1) << 20) + 3};
+const std::size_t group_sizes[] = {1, 2, 3, 5};
+
+constexpr std::uint32_t prime = 65521;
+
+// A 2x2 matrix mod `prime`: its product is associative and does not commute.
+struct mat {
+  std::uint32_t a, b, c, d;
+  bool operator==(const mat&) const = default;
+};
+struct mat_product {
+  __host__ __device__ mat operator()(const mat& x, const mat& y) const {
+    auto f = [](std::uint32_t p, std::uint32_t q, std::uint32_t r, std::uint32_t s) {
+      return std::uint32_t((std::uint64_t(p) * q + std::uint64_t(r) * s) % prime);
+    };
+    return {f(x.a, y.a, x.b, y.c), f(x.a, y.b, x.b, y.d), f(x.c, y.a, x.d, y.c),
+            f(x.c, y.b, x.d, y.d)};
+  }
+};
+
+// The same matrices from an index, for the index forms.
+struct mat_of_index {
+  __host__ __device__ mat operator()(std::size_t i) const {
+    const auto h = [](std::uint64_t v) { return std::uint32_t((v * 2654435761u + 12345) % prime); };
+    return {h(i), h(i + 1), h(3 * i + 7), h(i ^ 0x5bd1)};
+  }
+};
+
+std::vector<mat> random_matrices(std::size_t n, unsigned seed) {
+  std::mt19937 engine(seed);
+  std::uniform_int_distribution<std::uint32_t> pick(0, prime - 1);
+  std::vector<mat> m(n);
+  for (mat& x : m)
+    x = {pick(engine), pick(engine), pick(engine), pick(engine)};
+  return m;
+}
+
+template <class T, class Op>
+std::vector<T> host_inclusive(const std::vector<T>& in, Op op) {
+  std::vector<T> out(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i)
+    out[i] = i == 0 ? in[0] : op(out[i - 1], in[i]);
+  return out;
+}
+
+template <class T, class Op>
+std::vector<T> host_exclusive(const std::vector<T>& in, T init, Op op) {
+  std::vector<T> out(in.size());
+  T carry = init;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    out[i] = carry;
+    carry = op(carry, in[i]);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("inclusive and exclusive scans of integers, in place and into another buffer") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cuda::std::plus<long long> plus;
+  for (std::size_t members : group_sizes)
+    for (std::size_t n : sizes) {
+      CAPTURE(members);
+      CAPTURE(n);
+      auto group = cohort::testing::group_of(members);
+      const auto in = cohort::testing::random_values<long long>(n, 11 + unsigned(n));
+      cohort::distributed_buffer<long long> x(group, n), y(group, x.split());
+
+      x.copy_from_host(in);
+      y.fill_bytes(cohort::testing::poison_byte);
+      cohort::multi_device_inclusive_scan(group, x, y, plus);
+      CHECK(first_difference(read_back(group, y), host_inclusive(in, plus)) == n);
+      CHECK(first_difference(read_back(group, x), in) == n); // the input is left alone
+
+      y.fill_bytes(cohort::testing::poison_byte);
+      cohort::multi_device_exclusive_scan(group, x, y, -5, plus);
+      CHECK(first_difference(read_back(group, y), host_exclusive(in, -5LL, plus)) == n);
+
+      cohort::multi_device_inclusive_scan(group, x, plus);
+      CHECK(first_difference(read_back(group, x), host_inclusive(in, plus)) == n);
+
+      x.copy_from_host(in);
+      cohort::multi_device_exclusive_scan(group, x, 7, plus);
+      CHECK(first_difference(read_back(group, x), host_exclusive(in, 7LL, plus)) == n);
+    }
+}
+
+TEST_CASE("a scan whose operator does not commute keeps the order, init on the left") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const mat_product product;
+  for (std::size_t members : group_sizes)
+    for (std::size_t n : sizes) {
+      CAPTURE(members);
+      CAPTURE(n);
+      auto group = cohort::testing::group_of(members);
+      const auto in = random_matrices(n, 3 + unsigned(n));
+      const mat init{3, 1, 4, 1};
+      cohort::distributed_buffer<mat> x(group, n), y(group, x.split());
+      x.copy_from_host(in);
+      y.fill_bytes(cohort::testing::poison_byte);
+      cohort::multi_device_inclusive_scan(group, x, y, product);
+      CHECK(first_difference(read_back(group, y), host_inclusive(in, product)) == n);
+      y.fill_bytes(cohort::testing::poison_byte);
+      cohort::multi_device_exclusive_scan(group, x, y, init, product);
+      CHECK(first_difference(read_back(group, y), host_exclusive(in, init, product)) == n);
+      cohort::multi_device_inclusive_scan(group, x, product);
+      CHECK(first_difference(read_back(group, x), host_inclusive(in, product)) == n);
+    }
+}
+
+TEST_CASE("scans of f(i) over [0, n), on even and uneven partitions with empty shards") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const mat_product product;
+  for (std::size_t members : group_sizes)
+    for (std::size_t n : {std::size_t(0), std::size_t(3), std::size_t(100003)}) {
+      CAPTURE(members);
+      CAPTURE(n);
+      auto group = cohort::testing::group_of(members);
+      std::vector<mat> in(n);
+      for (std::size_t i = 0; i < n; ++i)
+        in[i] = mat_of_index{}(i);
+      // Every other member empty, where there are several: the carry skips over them.
+      const std::size_t holders = (members + 1) / 2;
+      std::vector<std::size_t> counts(members, 0);
+      for (std::size_t k = 0; k < members; k += 2)
+        counts[k] = n / holders + (k / 2 < n % holders ? 1 : 0);
+      for (const cohort::partition& split :
+           {cohort::partition::even(n, members), cohort::partition::from_counts(counts)}) {
+        cohort::distributed_buffer<mat> out(group, split);
+        out.fill_bytes(cohort::testing::poison_byte);
+        cohort::multi_device_inclusive_scan_n(group, n, mat_of_index{}, out, product);
+        CHECK(first_difference(read_back(group, out), host_inclusive(in, product)) == n);
+        out.fill_bytes(cohort::testing::poison_byte);
+        cohort::multi_device_exclusive_scan_n(group, n, mat_of_index{}, out, mat{1, 0, 0, 1},
+                                              product);
+        CHECK(first_difference(read_back(group, out),
+                               host_exclusive(in, mat{1, 0, 0, 1}, product)) == n);
+      }
+    }
+}
+
+TEST_CASE("a float sum scans exactly where every partial sum is an integer below 2^24") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(3);
+  const std::size_t n = (std::size_t(1) << 20) + 3;
+  std::vector<float> in(n);
+  for (std::size_t i = 0; i < n; ++i)
+    in[i] = float(i % 3);
+  cohort::distributed_buffer<float> x(group, n);
+  x.copy_from_host(in);
+  cohort::multi_device_inclusive_scan(group, x, cuda::std::plus<>{});
+  CHECK(first_difference(read_back(group, x), host_inclusive(in, cuda::std::plus<float>{})) == n);
+}
+
+TEST_CASE("a scan captured into a graph replays in order with direct calls") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(3);
+  const std::size_t n = 1000;
+  std::vector<long long> expected(n, 1);
+  cohort::distributed_buffer<long long> x(group, n);
+  x.copy_from_host(expected);
+  const cuda::std::plus<long long> plus;
+  auto graph = cohort::group_graph::capture(
+      group, [&] { cohort::multi_device_inclusive_scan(group, x, plus); });
+  graph.launch();
+  cohort::multi_device_inclusive_scan(group, x, plus);
+  graph.launch();
+  for (int round = 0; round < 3; ++round)
+    expected = host_inclusive(expected, plus);
+  CHECK(first_difference(read_back(group, x), expected) == n);
+}
+
+TEST_CASE("scans refuse buffers of other partitions and groups before enqueuing") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  auto other = cohort::testing::group_of(2);
+  cohort::distributed_buffer<int> x(group, 10);
+  cohort::distributed_buffer<int> uneven(group, cohort::partition::weighted(10, {1.0, 3.0}));
+  cohort::distributed_buffer<int> elsewhere(other, 10);
+  CHECK_THROWS_AS(cohort::multi_device_inclusive_scan(group, x, uneven, cuda::std::plus<>{}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cohort::multi_device_exclusive_scan(group, x, elsewhere, 0, cuda::std::plus<>{}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cohort::multi_device_inclusive_scan(group, elsewhere, cuda::std::plus<>{}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      cohort::multi_device_inclusive_scan_n(
+          group, 11, [] __device__(std::size_t i) { return int(i); }, x, cuda::std::plus<>{}),
+      std::invalid_argument);
+}

@@ -1,0 +1,278 @@
+// Multi-device sorts against std::stable_sort on the host, on groups of 1, 2, 3 and 5: sizes 0,
+// 1, fewer than the members, primes and 2^20 + 3; keys all equal, sorted, reversed, few distinct
+// and random; uint32, uint64, int, float, double and __half keys in CUB's order (-0.0 equal to
+// +0.0, NaNs by sign at the ends), descending, a comparator for a user type, values following
+// their keys stably; outputs poisoned first; bad arguments and too little memory refused.
+#include "scan_sort_checks.cuh"
+
+#include <doctest/doctest.h>
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using cohort::testing::first_difference;
+using cohort::testing::read_back;
+
+const std::size_t sizes[] = {0, 1, 2, 4, 7919, (std::size_t(1) << 20) + 3};
+const std::size_t group_sizes[] = {1, 2, 3, 5};
+
+enum class pattern { random, equal, sorted, reversed, few };
+const pattern patterns[] = {pattern::random, pattern::equal, pattern::sorted, pattern::reversed,
+                            pattern::few};
+
+// The order CUB's radix sort gives, written without its bit tricks: negative NaNs first, then
+// numbers by value (-0.0 equal to +0.0), then positive NaNs.
+template <class K>
+double host_value(K k) {
+  if constexpr (std::is_same_v<K, __half>)
+    return double(__half2float(k));
+  else
+    return double(k);
+}
+template <class K>
+bool host_less(K a, K b) {
+  if constexpr (std::is_integral_v<K>) {
+    return a < b;
+  } else {
+    auto place = [](double v) { return std::isnan(v) ? (std::signbit(v) ? 0 : 2) : 1; };
+    const double x = host_value(a), y = host_value(b);
+    if (place(x) != place(y)) return place(x) < place(y);
+    return place(x) == 1 && x < y;
+  }
+}
+
+template <class K>
+K key_from(double v) {
+  if constexpr (std::is_same_v<K, __half>)
+    return __float2half(float(v));
+  else
+    return static_cast<K>(v);
+}
+
+// Keys of `kind`; floating-point ones with signed zeros, infinities and NaNs of both signs mixed
+// in where the pattern has room.
+template <class K>
+std::vector<K> make_keys(std::size_t n, pattern kind, unsigned seed) {
+  std::mt19937_64 engine(seed);
+  std::vector<K> keys(n);
+  const double top = std::is_integral_v<K> ? double(std::numeric_limits<K>::max()) : 1000.0;
+  const double bottom = std::is_integral_v<K> ? double(std::numeric_limits<K>::lowest()) : -1000.0;
+  std::uniform_real_distribution<double> pick(bottom, top);
+  for (std::size_t i = 0; i < n; ++i) {
+    switch (kind) {
+    case pattern::random:
+      if constexpr (std::is_integral_v<K>)
+        keys[i] = static_cast<K>(engine()); // every bit pattern, both signs
+      else
+        keys[i] = key_from<K>(pick(engine));
+      break;
+    case pattern::equal:
+      keys[i] = key_from<K>(std::is_integral_v<K> ? 42 : 0.5);
+      break;
+    case pattern::sorted:
+    case pattern::reversed: {
+      const double t =
+          n < 2 ? 0.0 : double(kind == pattern::sorted ? i : n - 1 - i) / double(n - 1);
+      // few enough steps for __half to tell them apart now and then, and ties elsewhere
+      keys[i] = key_from<K>(bottom / 2 + t * (top / 2 - bottom / 2));
+      break;
+    }
+    case pattern::few:
+      keys[i] = key_from<K>(double(engine() % 4) -
+                            (std::is_signed_v<K> || !std::is_integral_v<K> ? 1 : 0));
+      break;
+    }
+  }
+  if constexpr (!std::is_integral_v<K>) {
+    if (kind == pattern::random || kind == pattern::few) {
+      const double specials[] = {0.0,
+                                 -0.0,
+                                 std::numeric_limits<double>::infinity(),
+                                 -std::numeric_limits<double>::infinity(),
+                                 std::numeric_limits<double>::quiet_NaN(),
+                                 -std::numeric_limits<double>::quiet_NaN()};
+      for (std::size_t i = 0; i < n / 50; ++i)
+        keys[engine() % n] = key_from<K>(specials[i % 6]);
+    }
+  }
+  return keys;
+}
+
+// Sorts keys (and their input positions as values) on every group size, size and pattern and
+// compares with std::stable_sort: keys bit for bit, and positions (ties in input order).
+template <class K, bool Descending, bool WithValues>
+void check_sort(unsigned seed) {
+  for (std::size_t members : group_sizes)
+    for (std::size_t n : sizes)
+      for (pattern kind : patterns) {
+        CAPTURE(members);
+        CAPTURE(n);
+        CAPTURE(int(kind));
+        auto group = cohort::testing::group_of(members);
+        const std::vector<K> keys = make_keys<K>(n, kind, seed + unsigned(n));
+        std::vector<std::uint32_t> order(n);
+        for (std::size_t i = 0; i < n; ++i)
+          order[i] = std::uint32_t(i);
+        std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+          return Descending ? host_less(keys[b], keys[a]) : host_less(keys[a], keys[b]);
+        });
+        std::vector<K> expected(n);
+        for (std::size_t i = 0; i < n; ++i)
+          expected[i] = keys[order[i]];
+
+        cohort::distributed_buffer<K> k(group, n);
+        k.copy_from_host(keys);
+        if constexpr (WithValues) {
+          cohort::distributed_buffer<std::uint32_t> v(group, k.split());
+          v.fill_bytes(cohort::testing::poison_byte);
+          std::vector<std::uint32_t> positions(n);
+          for (std::size_t i = 0; i < n; ++i)
+            positions[i] = std::uint32_t(i);
+          v.copy_from_host(positions);
+          if constexpr (Descending)
+            cohort::multi_device_sort_by_key(group, k, v, cohort::descending);
+          else
+            cohort::multi_device_sort_by_key(group, k, v);
+          CHECK(first_difference(read_back(group, v), order) == n);
+        } else {
+          if constexpr (Descending)
+            cohort::multi_device_sort(group, k, cohort::descending);
+          else
+            cohort::multi_device_sort(group, k);
+        }
+        CHECK(first_difference(read_back(group, k), expected) == n);
+        CHECK(k.split().counts() == cohort::partition::even(n, members).counts());
+      }
+}
+
+struct record {
+  int key;
+  float payload;
+};
+struct by_key {
+  __device__ bool operator()(const record& a, const record& b) const { return a.key < b.key; }
+};
+
+} // namespace
+
+TEST_CASE("uint32 keys sort ascending") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<std::uint32_t, false, false>(1);
+}
+
+TEST_CASE("uint64 keys sort ascending with their values, stably") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<std::uint64_t, false, true>(2);
+}
+
+TEST_CASE("int keys sort descending") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<int, true, false>(3);
+}
+
+TEST_CASE("float keys sort in CUB's order: -0.0 equals +0.0, NaNs by sign at the ends") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<float, false, false>(4);
+}
+
+TEST_CASE("float keys sort descending with their values, stably") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<float, true, true>(5);
+}
+
+TEST_CASE("double keys sort ascending") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<double, false, false>(6);
+}
+
+TEST_CASE("__half keys sort ascending with their values, stably") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<__half, false, true>(7);
+}
+
+TEST_CASE("a comparator sorts a user type stably, values following") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : group_sizes)
+    for (std::size_t n : {std::size_t(0), std::size_t(3), std::size_t(7919), std::size_t(300007)}) {
+      CAPTURE(members);
+      CAPTURE(n);
+      auto group = cohort::testing::group_of(members);
+      std::mt19937 engine{static_cast<unsigned>(n)};
+      std::vector<record> in(n);
+      std::vector<std::uint64_t> tags(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        in[i] = {int(engine() % 100) - 50, float(i)};
+        tags[i] = i * 3;
+      }
+      std::vector<std::size_t> order(n);
+      for (std::size_t i = 0; i < n; ++i)
+        order[i] = i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return in[a].key < in[b].key; });
+      cohort::distributed_buffer<record> keys(group, n);
+      cohort::distributed_buffer<std::uint64_t> values(group, keys.split());
+      keys.copy_from_host(in);
+      values.copy_from_host(tags);
+      cohort::multi_device_sort_by_key(group, keys, values, by_key{});
+      const auto out = read_back(group, keys);
+      const auto out_tags = read_back(group, values);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (out[i].key != in[order[i]].key || out[i].payload != float(order[i]) ||
+            out_tags[i] != order[i] * 3)
+          ++wrong;
+      CHECK(wrong == 0);
+
+      // Keys alone, on a partition with an empty member where there are several.
+      std::vector<std::size_t> counts(members, n / members);
+      counts[0] += n % members;
+      if (members > 1) counts[0] += counts[1], counts[1] = 0;
+      cohort::distributed_buffer<record> uneven(group, cohort::partition::from_counts(counts));
+      uneven.copy_from_host(in);
+      cohort::multi_device_sort(group, uneven, by_key{});
+      const auto sorted = read_back(group, uneven);
+      wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (sorted[i].payload != float(order[i])) ++wrong;
+      CHECK(wrong == 0);
+      CHECK(uneven.split().counts() == counts);
+    }
+}
+
+TEST_CASE("sorts refuse mismatched values, a capture, and an input whose scratch cannot fit") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::distributed_buffer<std::uint32_t> keys(group, 100);
+  cohort::distributed_buffer<std::uint32_t> values(group, cohort::partition::weighted(100, {1, 3}));
+  CHECK_THROWS_AS(cohort::multi_device_sort_by_key(group, keys, values), std::invalid_argument);
+
+  CHECK_THROWS_AS(
+      (void)cohort::group_graph::capture(group, [&] { cohort::multi_device_sort(group, keys); }),
+      std::logic_error);
+
+  // A single-member group on GPU 0 with a shard of 40% of the free memory: the sort needs twice
+  // that again, and says so, naming the member and the bytes, before enqueuing anything.
+  auto one = cohort::device_group::emulated(cohort::device_ref{0}, 1);
+  const std::size_t free = cohort::memory_info(cohort::device_ref{0}).free;
+  cohort::distributed_buffer<std::uint64_t> big(one, free / 10 * 4 / sizeof(std::uint64_t));
+  one.synchronize();
+  try {
+    cohort::multi_device_sort(one, big);
+    FAIL("the sort should have refused");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    CHECK(what.find("member 0") != std::string::npos);
+    CHECK(what.find("bytes") != std::string::npos);
+  }
+}
