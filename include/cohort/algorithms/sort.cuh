@@ -157,8 +157,8 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
   require_argument(p <= max_sort_members, function, "group",
                    "has " + std::to_string(p) + " members; the sort takes at most " +
                        std::to_string(max_sort_members) + ".");
-  refuse_capture(group, function,
-                 "The sort reads a split table on the host; run it outside the capture.");
+  refuse_capture(group, function, "the sort reads a split table on the host",
+                 "Run it outside the capture.");
   if (p > 1 && !group.enable_peer_access())
     throw_invalid_argument(function, "group",
                            "has members without peer access to each other; the sort reads every "
