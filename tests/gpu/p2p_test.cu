@@ -256,7 +256,7 @@ TEST_CASE("automatic switches from one-shot to two-shot exactly at the automatic
   }
 }
 
-TEST_CASE("a one-shot limit that would wrap is refused; limits round up to 256 bytes") {
+TEST_CASE("a one-shot limit that would wrap is refused, and limits round up to 256 bytes") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   for (const std::size_t bad : {std::size_t{1} << 63, SIZE_MAX, SIZE_MAX - 255,
@@ -283,15 +283,16 @@ TEST_CASE("p2p span forms of reduce, broadcast and reduce_scatter, in place too"
       big.local(r).copy_from_host(in[r]);
     }
     small_out.fill_bytes(cohort::testing::poison_byte);
-    std::vector<cuda::std::span<const int>> send;
+    std::vector<cuda::std::span<const int>> send, send_first;
     std::vector<cuda::std::span<int>> recv, in_place;
     for (std::size_t r = 0; r < m; ++r) {
       send.push_back(big.shard(r).data);
+      send_first.push_back(big.shard(r).data.first(count));
       recv.push_back(small_out.shard(r).data);
       in_place.push_back(big.shard(r).data.subspan(r * count, count));
     }
     const int root = static_cast<int>(m) - 1;
-    cohort::reduce(peers, send, recv, cohort::sum, root); // first `count` of each rank's big
+    cohort::reduce(peers, send_first, recv, cohort::sum, root); // the first `count` of each big
     auto column_sum = [&](std::size_t i) {
       int s = 0;
       for (std::size_t q = 0; q < m; ++q)

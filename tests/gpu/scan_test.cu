@@ -129,7 +129,7 @@ TEST_CASE("a scan whose operator does not commute keeps the order, init on the l
     }
 }
 
-TEST_CASE("scans of f(i) over [0, n), on even and uneven partitions with empty shards") {
+TEST_CASE("scans of f(i) over 0..n-1, on even and uneven partitions with empty shards") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const mat_product product;
   for (std::size_t members : group_sizes)

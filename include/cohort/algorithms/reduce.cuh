@@ -301,9 +301,10 @@ void enqueue_reduce(const device_group& group, const std::vector<std::size_t>& c
       }
       // The slot in member 0's gathered array must be cleared before it is overwritten.
       m.stream.wait(events.gathered_ready);
-      check_cuda(cudaMemcpyPeerAsync(scratch.gathered() + m.rank, root.device().get(), mine,
-                                     m.device.get(), sizeof(slot), m.stream.native_handle()),
-                 "cudaMemcpyPeerAsync (reduction partial to member 0)", m.device.get());
+      // cudaMemcpyAsync (cudaMemcpyDefault): cudaMemcpyPeerAsync cannot be captured.
+      check_cuda(cudaMemcpyAsync(scratch.gathered() + m.rank, mine, sizeof(slot),
+                                 cudaMemcpyDefault, m.stream.native_handle()),
+                 "cudaMemcpyAsync (reduction partial to member 0)", m.device.get());
     }
     events.member_done[m.rank].record(m.stream);
   });

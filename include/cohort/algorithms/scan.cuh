@@ -142,9 +142,10 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
         launch(stream, {}, chain_carry<T, Op>, carry[k], static_cast<bool>(has_carry[k]), total[k],
                has_total, next[k], op);
         stream.wait(allocated[k + 1]);
-        check_cuda(cudaMemcpyPeerAsync(carry[k + 1], group.device(k + 1).get(), next[k], device,
-                                       sizeof(T), stream.native_handle()),
-                   "cudaMemcpyPeerAsync (" + name + " carry)", device);
+        // cudaMemcpyAsync (cudaMemcpyDefault): cudaMemcpyPeerAsync cannot be captured.
+        check_cuda(cudaMemcpyAsync(carry[k + 1], next[k], sizeof(T), cudaMemcpyDefault,
+                                   stream.native_handle()),
+                   "cudaMemcpyAsync (" + name + " carry)", device);
       }
       handed[k].record(stream);
     }

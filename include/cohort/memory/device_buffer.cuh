@@ -188,9 +188,11 @@ private:
 
   void enqueue_copy(device_buffer& target, stream_ref stream) const {
     scoped_device on(stream.device());
-    check_cuda(cudaMemcpyPeerAsync(target.data_, target.device().get(), data_, device().get(),
-                                   size_bytes(), stream.native_handle()),
-               "cudaMemcpyPeerAsync(device " + std::to_string(device().get()) + " to device " +
+    // cudaMemcpyAsync with cudaMemcpyDefault (unified addressing finds both devices) rather than
+    // cudaMemcpyPeerAsync, which CUDA 13 refuses on a stream being captured into a graph.
+    check_cuda(cudaMemcpyAsync(target.data_, data_, size_bytes(), cudaMemcpyDefault,
+                               stream.native_handle()),
+               "cudaMemcpyAsync(device " + std::to_string(device().get()) + " to device " +
                    std::to_string(target.device().get()) + ")",
                stream.device().get());
   }
