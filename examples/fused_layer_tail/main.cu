@@ -120,8 +120,8 @@ int run(int tokens, int hidden) {
     p.run();
     const double error = worst_error();
     us.push_back(bench::group_time_us(group, p.run, 200));
-    std::printf("%-32s %8.2f us per call   row error |out-ref|/|ref| %.2g%s\n", p.name, us.back(), error,
-                error <= tolerance ? "" : "  (above tolerance)");
+    std::printf("%-32s %8.2f us per call   row error |out-ref|/|ref| %.2g%s\n", p.name, us.back(),
+                error, error <= tolerance ? "" : "  (above tolerance)");
     ok = ok && error <= tolerance;
   }
   for (std::size_t k = 1; k < paths.size(); ++k)
