@@ -91,7 +91,7 @@ class p2p_clique {
       state_.back().fill_bytes(0);
       scratch_.emplace_back(2 * options_.one_shot_limit, group.stream(i));
       last_call_.emplace_back(group.device(i));
-      rescue_.push_back(group.new_stream(i));
+      rescue_.emplace_back(group.device(i)); // in the primary context: see release()
     }
     group.synchronize(); // every slot is zero before another member's kernel reads it
     unsigned budget = options_.max_blocks != 0 ? options_.max_blocks : detail::p2p::max_blocks;
@@ -164,7 +164,9 @@ class p2p_clique {
   void mark_broken() noexcept { broken_ = true; }
 
   // Releases member i's kernel that waits for members [first_missing, size()) at any of the
-  // first `blocks` blocks, on a stream of the member's own (its kernel holds the member's stream).
+  // first `blocks` blocks, on a stream of the clique's own in the device's primary context (its
+  // kernel holds the member's stream; a second stream in an emulated member's green context did
+  // not run beside the waiting kernel on an H200, a primary-context stream did).
   void release(std::size_t i, int first_missing, unsigned blocks) {
     launch(rescue_.at(i),
            {.grid = blocks, .block = detail::p2p::max_ranks, .name = "cohort p2p release_waiting"},
