@@ -3,4 +3,6 @@
 #include <cuda/std/span>
 
 __global__ void scale(cuda::std::span<float> x, float a) {}
-#define COHORT_SNIPPET_PARAMETERS cohort::stream_ref stream, cuda::std::span<float> x, unsigned blocks
+__global__ void persistent(cuda::std::span<float> x) {}
+#define COHORT_SNIPPET_PARAMETERS                                                                  \
+  cohort::stream_ref stream, cuda::std::span<float> x, unsigned blocks, unsigned fits
