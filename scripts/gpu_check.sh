@@ -19,6 +19,10 @@
 # program with the filter (e.g. --source-file='*graph_test*') instead of the whole ctest suite and
 # the examples: a short check of one area. --bench-args passes arguments to every benchmark.
 # --labels REGEX runs only the ctest tests with those labels (e.g. gpu), besides the examples.
+# --targets "NAME..." builds only those targets (with the GPU test program and the --benchmarks)
+# and skips ctest and the examples: for a call that runs benchmarks, ncu or the sanitizers only.
+# --parallel-sanitizers runs the sanitizer tools side by side (one GPU process each, logs
+# sanitizer-TOOL.log, packed into sanitizer.tar.gz) so that all four fit in one call.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-logs}
@@ -31,6 +35,7 @@ sanitize=1 bench=1 sanitizer_timeout=180
 benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck initcheck" cases=""
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each.
 exclude='*past 2^31*,*000 back-to-back*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
+targets="" parallel_sanitizers=0
 
 while (($#)); do
   case $1 in
@@ -47,6 +52,8 @@ while (($#)); do
     --bench-args) bench_args=$2; shift ;;
     --labels) labels=$2; shift ;;
     --ncu) ncu=1 ;;
+    --targets) targets=$2; tests=0; shift ;;
+    --parallel-sanitizers) parallel_sanitizers=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -69,6 +76,8 @@ if [[ -n $quick ]]; then
   step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $benchmarks || exit 1
   step quick build/tests/gpu/gpu_tests "$quick"
   grep -E "test cases:|assertions:" "$out/quick.log" | tail -2
+elif [[ -n $targets ]]; then
+  step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $benchmarks $targets || exit 1
 else
   # -k 0: a target that fails does not stop the others (their tests still run; the step fails).
   step build cmake --build --preset default -j "$(nproc)" -- -k 0
@@ -119,6 +128,7 @@ if ((sanitize)); then
   # shares report themselves skipped; the other tools check them. initcheck also leaves out the
   # NCCL cases: NCCL's kernels are not instrumented, so it cannot see what they write and flags
   # every read of a collective's output (and it outlasts the lease on the clique cases).
+  pids=()
   for tool in $tools; do
     initcheck_only=()
     no_shares=0
@@ -127,13 +137,32 @@ if ((sanitize)); then
       # A --cases filter is the caller's choice (doctest keeps the last of a repeated option).
       [[ -z $cases ]] && initcheck_only=(--source-file-exclude='*nccl_test*')
     fi
-    step sanitizer env COHORT_NO_SM_PARTITIONING=$no_shares \
-      timeout "$sanitizer_timeout" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-      --report-api-errors no --kernel-name-exclude kns=ncclDevKernel \
-      build/tests/gpu/gpu_tests --test-case-exclude="$exclude" ${initcheck_only[@]+"${initcheck_only[@]}"} \
-      ${cases:+"$cases"}
+    command=(env COHORT_NO_SM_PARTITIONING=$no_shares
+      timeout "$sanitizer_timeout" compute-sanitizer --tool "$tool" --error-exitcode 99
+      --report-api-errors no --kernel-name-exclude kns=ncclDevKernel
+      build/tests/gpu/gpu_tests --test-case-exclude="$exclude" ${initcheck_only[@]+"${initcheck_only[@]}"}
+      ${cases:+"$cases"})
+    if ((parallel_sanitizers)); then
+      echo "== sanitizer ($tool, in the background): ${command[*]}"
+      "${command[@]}" >"$out/sanitizer-$tool.log" 2>&1 &
+      pids+=("$!:$tool")
+    else
+      step sanitizer "${command[@]}"
+    fi
   done
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:" "$out/sanitizer.log"
+  if ((parallel_sanitizers)); then
+    for entry in "${pids[@]}"; do
+      if wait "${entry%%:*}"; then echo "== sanitizer ${entry#*:}: passed"
+      else echo "!! sanitizer ${entry#*:} failed (exit $?)"; status=1; fi
+    done
+    for tool in $tools; do
+      echo "-- $tool"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:" "$out/sanitizer-$tool.log"
+      grep -E "^========= (Invalid|Error|Race|Barrier|Uninitialized)" "$out/sanitizer-$tool.log" | sort | uniq -c | head -10
+    done
+    tar -czf "$out/sanitizer.tar.gz" -C "$out" $(cd "$out" && ls sanitizer-*.log) && rm -f "$out"/sanitizer-*.log
+  else
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:" "$out/sanitizer.log"
+  fi
 fi
 echo "== gpu_check: $([[ $status == 0 ]] && echo all steps passed || echo some step FAILED)"
 exit $status

@@ -214,6 +214,48 @@ TEST_CASE_TEMPLATE("a clique all-reduces every type with every operator", T, flo
   }
 }
 
+// The clique keeps its members' devices and streams, not the group: a group moved away (as a
+// std::vector<device_group> that grows moves its groups) leaves the clique working. Before the fix
+// the clique read the destroyed group and refused the buffer (0 members against 1 shard).
+TEST_CASE("a clique keeps working after its group is moved and the old group is destroyed") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  std::vector<cohort::device_group> groups;
+  groups.emplace_back(cohort::devices());
+  cohort::nccl_clique nccl(groups[0], 120s);
+  cohort::device_group group(std::move(groups[0]));
+  groups.clear();
+  const int ranks = static_cast<int>(group.size());
+  REQUIRE(nccl.size() == group.size());
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    CHECK(nccl.stream(i) == group.stream(i));
+    CHECK(nccl.device(i) == group.device(i));
+  }
+  const std::size_t n = 1009;
+  cohort::distributed_buffer<int> send(group, cohort::partition::replicated(n, ranks));
+  cohort::distributed_buffer<int> recv(group, cohort::partition::replicated(n, ranks));
+  std::vector<std::vector<int>> in(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    in[r] = rank_values<int>(n, r, false);
+    send.local(r).copy_from_host(in[r]);
+  }
+  recv.fill_bytes(cohort::testing::poison_byte);
+  cohort::all_reduce(nccl, send, recv, cohort::sum);
+  nccl.wait(120s);
+  std::size_t wrong = 0;
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<int> out(n);
+    recv.local(r).copy_to_host(out);
+    group.synchronize();
+    for (std::size_t i = 0; i < n; ++i) {
+      long long e = 0;
+      for (int q = 0; q < ranks; ++q)
+        e += in[q][i];
+      wrong += out[i] != e;
+    }
+  }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("a clique broadcasts, gathers, scatters and passes a ring of sends") {
   COHORT_SKIP_UNLESS_GPUS(2);
   cohort::device_group group(cohort::devices());

@@ -74,20 +74,6 @@ struct maybe {
   }
 };
 
-template <class T, class Transform>
-struct wrap_value {
-  Transform transform;
-  template <class U>
-  __device__ maybe<T> operator()(const U& x) const {
-    return maybe<T>::of(static_cast<T>(transform(x)));
-  }
-};
-
-template <class T>
-struct pass_maybe {
-  __device__ const maybe<T>& operator()(const maybe<T>& x) const { return x; }
-};
-
 // `op` with "nothing" as the identity on both sides: associative whenever `op` is, and the
 // left operand always comes first.
 template <class T, class Op>
@@ -111,62 +97,92 @@ inline constexpr int reduce_block_threads = 256;
 inline constexpr int reduce_block_warps = reduce_block_threads / 32;
 inline constexpr unsigned reduce_blocks_per_sm = 4;
 
-// Items each lane loads per step: about 32 bytes, so that a warp's step is one 1 KiB coalesced
-// load, transposed through shared memory so that each lane holds consecutive items.
+// Items each lane loads per step: about 64 bytes, so that a warp's step is 2 KiB of independent
+// coalesced loads in flight (transposed through shared memory so that each lane holds consecutive
+// items), and the warp-wide fold that ends a step is paid once per 512 floats.
 template <class U>
-inline constexpr int reduce_items_per_lane = sizeof(U) <= 4    ? 8
-                                             : sizeof(U) <= 8  ? 4
-                                             : sizeof(U) <= 16 ? 2
+inline constexpr int reduce_items_per_lane = sizeof(U) <= 4    ? 16
+                                             : sizeof(U) <= 8  ? 8
+                                             : sizeof(U) <= 16 ? 4
+                                             : sizeof(U) <= 32 ? 2
                                                                : 1;
 
-// Reduces items [0, count) of `input` in order. Warp w of block b (global warp g = b * warps + w)
-// takes the contiguous range [g * per_warp, (g + 1) * per_warp), steps through it a warp tile at a
-// time (each lane folds its consecutive items, cub::WarpReduce folds the lanes in order, lane 0
-// folds the tiles in order), and the warps' results are folded in order into out[b].
-template <class T, class Input, class Lift, class Op>
+// A block's result as a partial slot: the kernel folds values of type V, which is the user's T on
+// the first step and maybe<T> when it folds the partials of the first step.
+template <class T, class V>
+__device__ void store_partial(maybe<T>* out, const maybe<V>& result) {
+  if constexpr (std::is_same_v<V, T>)
+    *out = result;
+  else
+    *out = result.has() ? result.value : maybe<T>::none();
+}
+
+// Reduces items [0, count) of `input` in order, values transform(item) of type V folded with `op`.
+// Warp w of block b (global warp g = b * warps + w) takes the contiguous range
+// [g * per_warp, (g + 1) * per_warp) and steps through it a warp tile at a time: each lane folds
+// its consecutive items, cub::WarpReduce (which keeps lane order) folds the lanes, and lane 0 folds
+// the tiles in order. Whole tiles take the plain path (no "nothing" to test per item); only a
+// warp's last, partial tile pays for maybe<V>. The warps' results are folded in order into
+// out[b].
+template <class T, class V, class Input, class Transform, class Op,
+          int per_lane = reduce_items_per_lane<typename std::iterator_traits<Input>::value_type>>
 __global__ void __launch_bounds__(reduce_block_threads)
-    reduce_in_order(Input input, std::size_t count, std::size_t per_warp, Lift lift, Op op,
-                    maybe<T>* out) {
+    reduce_in_order(Input input, std::size_t count, std::size_t per_warp, Transform transform,
+                    Op op, maybe<T>* out) {
   using U = typename std::iterator_traits<Input>::value_type;
-  constexpr int per_lane = reduce_items_per_lane<U>;
   constexpr int tile = 32 * per_lane;
   using load =
       cub::WarpLoad<U, per_lane, (per_lane > 1 ? cub::WARP_LOAD_TRANSPOSE : cub::WARP_LOAD_DIRECT)>;
-  using reduce = cub::WarpReduce<maybe<T>>;
+  using reduce_whole = cub::WarpReduce<V>;
+  using reduce_partial = cub::WarpReduce<maybe<V>>;
   __shared__ typename load::TempStorage load_storage[reduce_block_warps];
-  __shared__ typename reduce::TempStorage reduce_storage[reduce_block_warps];
-  // Raw storage: a __shared__ variable may not have a constructor to run, and T's may.
-  __shared__ alignas(maybe<T>) unsigned char warp_bytes[sizeof(maybe<T>) * reduce_block_warps];
-  maybe<T>* warp_total = reinterpret_cast<maybe<T>*>(warp_bytes);
+  __shared__ typename reduce_whole::TempStorage whole_storage[reduce_block_warps];
+  __shared__ typename reduce_partial::TempStorage partial_storage[reduce_block_warps];
+  // Raw storage: a __shared__ variable may not have a constructor to run, and V's may.
+  __shared__ alignas(maybe<V>) unsigned char warp_bytes[sizeof(maybe<V>) * reduce_block_warps];
+  maybe<V>* warp_total = reinterpret_cast<maybe<V>*>(warp_bytes);
 
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const combine_maybe<T, Op> combine{op};
+  const combine_maybe<V, Op> combine{op};
   const std::size_t first =
       (static_cast<std::size_t>(blockIdx.x) * reduce_block_warps + warp) * per_warp;
   const std::size_t end =
       first < count ? (count - first < per_warp ? count : first + per_warp) : first;
-  maybe<T> total = maybe<T>::none(); // meaningful in lane 0
+  const std::size_t whole_end = first + (end - first) / tile * tile;
   // Warp-uniform bounds: every lane of the warp runs every step, as WarpLoad and WarpReduce need.
-  for (std::size_t at = first; at < end; at += tile) {
-    const int valid = end - at < static_cast<std::size_t>(tile) ? static_cast<int>(end - at) : tile;
+  V total{}; // meaningful in lane 0 once a tile is folded
+  for (std::size_t at = first; at < whole_end; at += tile) {
     U items[per_lane];
-    load(load_storage[warp]).Load(input + at, items, valid, U{});
-    maybe<T> mine = maybe<T>::none();
+    load(load_storage[warp]).Load(input + at, items);
+    V mine = static_cast<V>(transform(items[0]));
 #pragma unroll
-    for (int j = 0; j < per_lane; ++j)
-      if (lane * per_lane + j < valid) mine = combine(mine, lift(items[j]));
-    const maybe<T> step = reduce(reduce_storage[warp]).Reduce(mine, combine);
-    if (lane == 0) total = combine(total, step);
+    for (int j = 1; j < per_lane; ++j)
+      mine = static_cast<V>(op(mine, static_cast<V>(transform(items[j]))));
+    const V step = reduce_whole(whole_storage[warp]).Reduce(mine, op);
+    if (lane == 0) total = at == first ? step : static_cast<V>(op(total, step));
     __syncwarp(); // the warp's temporary storage is reused by the next step
   }
-  if (lane == 0) warp_total[warp] = total;
+  maybe<V> result = whole_end > first ? maybe<V>::of(total) : maybe<V>::none();
+  if (whole_end < end) {
+    const int valid = static_cast<int>(end - whole_end);
+    U items[per_lane];
+    load(load_storage[warp]).Load(input + whole_end, items, valid, U{});
+    maybe<V> mine = maybe<V>::none();
+#pragma unroll
+    for (int j = 0; j < per_lane; ++j)
+      if (lane * per_lane + j < valid)
+        mine = combine(mine, maybe<V>::of(static_cast<V>(transform(items[j]))));
+    const maybe<V> step = reduce_partial(partial_storage[warp]).Reduce(mine, combine);
+    if (lane == 0) result = combine(result, step);
+  }
+  if (lane == 0) warp_total[warp] = result;
   __syncthreads();
   if (threadIdx.x == 0) {
-    maybe<T> block = maybe<T>::none();
+    maybe<V> block = maybe<V>::none();
     for (int w = 0; w < reduce_block_warps; ++w)
       block = combine(block, warp_total[w]);
-    out[blockIdx.x] = block;
+    store_partial(out + blockIdx.x, block);
   }
 }
 
@@ -289,21 +305,20 @@ void enqueue_reduce(const device_group& group, const std::vector<std::size_t>& c
                                  .name = "cohort::detail::reduce_in_order"};
       // One block writes the member's result; several write one partial each, which one more
       // block then folds, in order, into the result.
-      launch(m.stream, config, reduce_in_order<T, Input, wrap_value<T, Transform>, Op>, input,
-             counts[m.rank], first.per_warp, wrap_value<T, Transform>{transform}, op,
-             first.blocks == 1 ? mine : mine + 1);
+      launch(m.stream, config, reduce_in_order<T, T, Input, Transform, Op>, input, counts[m.rank],
+             first.per_warp, transform, op, first.blocks == 1 ? mine : mine + 1);
       if (first.blocks > 1) {
         const reduce_launch second = plan_reduce<slot>(first.blocks, 1);
         launch(m.stream, {.grid = 1, .block = reduce_block_threads, .name = config.name},
-               reduce_in_order<T, const slot*, pass_maybe<T>, Op>,
+               reduce_in_order<T, slot, const slot*, identity, combine_maybe<T, Op>>,
                static_cast<const slot*>(mine + 1), std::size_t{first.blocks}, second.per_warp,
-               pass_maybe<T>{}, op, mine);
+               identity{}, combine_maybe<T, Op>{op}, mine);
       }
       // The slot in member 0's gathered array must be cleared before it is overwritten.
       m.stream.wait(events.gathered_ready);
       // cudaMemcpyAsync (cudaMemcpyDefault): cudaMemcpyPeerAsync cannot be captured.
-      check_cuda(cudaMemcpyAsync(scratch.gathered() + m.rank, mine, sizeof(slot),
-                                 cudaMemcpyDefault, m.stream.native_handle()),
+      check_cuda(cudaMemcpyAsync(scratch.gathered() + m.rank, mine, sizeof(slot), cudaMemcpyDefault,
+                                 m.stream.native_handle()),
                  "cudaMemcpyAsync (reduction partial to member 0)", m.device.get());
     }
     events.member_done[m.rank].record(m.stream);
@@ -330,7 +345,9 @@ pending<T> reduce_pending(const device_group& group, const std::vector<std::size
   const nvtx_range range(function, "%zu items, %zu members", total_of(counts), group.size());
   require_value_type<T>();
   // A pending value cannot outlive a graph replay: its host slot would be read once.
-  refuse_capture(group, function, "a pending<T> result cannot be captured (its host slot would be read once, not at each replay)",
+  refuse_capture(group, function,
+                 "a pending<T> result cannot be captured (its host slot would be read once, not at "
+                 "each replay)",
                  "Use " + std::string(function) + "_into with a cohort::device_result<T>.");
   std::vector<unsigned> blocks(group.size());
   for (std::size_t k = 0; k < group.size(); ++k) {

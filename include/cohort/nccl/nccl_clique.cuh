@@ -29,11 +29,17 @@ class nccl_clique {
   explicit nccl_clique(const device_group& group,
                        std::chrono::milliseconds timeout = default_nccl_timeout,
                        nccl_calls calls = nccl_calls::blocking)
-      : group_(&group)
-      , ranks_(communicator::create_clique(group, timeout, calls)) {}
+      : devices_(group.devices())
+      , ranks_(communicator::create_clique(group, timeout, calls)) {
+    for (std::size_t i = 0; i < group.size(); ++i)
+      streams_.push_back(group.stream(i));
+  }
 
-  const device_group& group() const noexcept { return *group_; }
+  // The clique keeps its members' devices and streams, not the group: a group may move (a
+  // std::vector<device_group> that grows) while its streams, which the clique runs on, stay.
   std::size_t size() const noexcept { return ranks_.size(); }
+  device_ref device(std::size_t i) const { return devices_.at(i); }
+  stream_ref stream(std::size_t i) const { return streams_.at(i); }
   communicator& rank(std::size_t i) { return ranks_.at(i); }
 
   // New communicators from this clique's ranks: rank i joins the ranks with its `colors[i]`,
@@ -62,11 +68,12 @@ class nccl_clique {
   // error or time-out. Refuses (std::logic_error) streams being captured.
   void wait(std::chrono::milliseconds timeout = default_nccl_timeout) {
     communicator::wait_all(
-        ranks_, [&](std::size_t i) { return group_->stream(i); }, timeout, "nccl_clique::wait");
+        ranks_, [&](std::size_t i) { return streams_[i]; }, timeout, "nccl_clique::wait");
   }
 
  private:
-  const device_group* group_;
+  std::vector<device_ref> devices_;
+  std::vector<stream_ref> streams_;
   std::vector<communicator> ranks_;
 };
 
@@ -96,8 +103,8 @@ enum class pairing { same_size, recv_gathers, send_scatters };
 template <class T, class F>
 void on_every_pair(nccl_clique& nccl, const distributed_buffer<T>& send,
                    distributed_buffer<T>& recv, pairing p, std::string_view function, F&& call) {
-  const std::size_t sent = equal_shard_count(send, nccl.group(), function, "send");
-  const std::size_t received = equal_shard_count(recv, nccl.group(), function, "recv");
+  const std::size_t sent = equal_shard_count(send, nccl, function, "send");
+  const std::size_t received = equal_shard_count(recv, nccl, function, "recv");
   const std::size_t n = nccl.size();
   if (p == pairing::same_size)
     require_count(received, sent, function, "recv", "per shard, the size of a shard of 'send'");
@@ -116,7 +123,7 @@ void on_every_pair(nccl_clique& nccl, const distributed_buffer<T>& send,
 
 template <class T, class Op>
 void all_reduce(nccl_clique& nccl, distributed_buffer<T>& data, Op op) {
-  detail::equal_shard_count(data, nccl.group(), "all_reduce", "data");
+  detail::equal_shard_count(data, nccl, "all_reduce", "data");
   detail::on_every_rank(nccl, data, "all_reduce", [&](communicator& c, std::size_t i) {
     all_reduce(c, data.shard(i).data, op, data.shard(i).stream);
   });
@@ -132,7 +139,7 @@ void all_reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distribute
 
 template <class T>
 void broadcast(nccl_clique& nccl, distributed_buffer<T>& data, int root) {
-  detail::equal_shard_count(data, nccl.group(), "broadcast", "data");
+  detail::equal_shard_count(data, nccl, "broadcast", "data");
   detail::on_every_rank(nccl, data, "broadcast", [&](communicator& c, std::size_t i) {
     broadcast(c, data.shard(i).data, root, data.shard(i).stream);
   });
