@@ -141,7 +141,9 @@ if ((sanitize)); then
       # A --cases filter is the caller's choice (doctest keeps the last of a repeated option).
       [[ -z $cases ]] && initcheck_only=(--source-file-exclude='*nccl_test*')
     fi
-    command=(env COHORT_NO_SM_PARTITIONING=$no_shares
+    # Instrumented barriers spin many times slower: the tests' cliques wait longer for a peer
+    # (tests/support/testing.cuh reads this), so that a slow run is not taken for a hang.
+    command=(env COHORT_NO_SM_PARTITIONING=$no_shares COHORT_P2P_PATIENCE_MS=${COHORT_SANITIZER_PATIENCE_MS:-300000}
       timeout "$sanitizer_timeout" compute-sanitizer --tool "$tool" --error-exitcode 99
       --report-api-errors no --kernel-name-exclude kns=ncclDevKernel
       build/tests/gpu/gpu_tests --test-case-exclude="$exclude" ${initcheck_only[@]+"${initcheck_only[@]}"}

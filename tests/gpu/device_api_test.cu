@@ -25,7 +25,7 @@ using cohort::p2p_handle;
 
 constexpr unsigned grid = 2, block = 128;
 const std::size_t count = 1000; // not a multiple of the grid's threads: some threads idle
-constexpr std::chrono::milliseconds patience{20'000};
+const std::chrono::milliseconds patience = cohort::testing::patience();
 
 __device__ inline std::size_t first_index() {
   return blockIdx.x * blockDim.x + threadIdx.x;

@@ -22,7 +22,7 @@ __global__ void read_past_the_last_rank(cohort::p2p_handle<int> h, int* out) {
 TEST_CASE("p2p_handle::peer with a rank outside the clique traps in a checked build") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::device_group::emulated(cohort::device_ref{0}, 2);
-  cohort::p2p_clique peers(group, {.patience = std::chrono::seconds(20)});
+  cohort::p2p_clique peers(group, {.patience = cohort::testing::patience()});
   cohort::distributed_buffer<int> x(group, cohort::partition::replicated(16, 2));
   cohort::distributed_buffer<int> out(group, cohort::partition::replicated(1, 2));
   try {

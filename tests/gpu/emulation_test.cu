@@ -302,11 +302,12 @@ TEST_CASE("calls split by a balancer that moves indices are ordered after their 
   first_done.synchronize();
   cohort::multi_device_for_each_n(group, n, step{x.data(), n, 3}, balancer);
   const std::vector<double> after = balancer.weights();
+  // Everything queued must finish before a failed check unwinds and frees what it writes.
+  group.synchronize();
   REQUIRE_MESSAGE(after[0] < before[0] - 0.1, "the split did not move, so nothing was tested");
   for (unsigned call = 1; call <= 3; ++call)
     for (std::size_t i = 0; i < n; ++i)
       host[i] = host_step(host[i], i, n, call);
-  group.synchronize();
   std::vector<unsigned> got(n);
   x.copy_to_host(got);
   origin.synchronize();

@@ -87,7 +87,7 @@ void replay_interleaved(cohort::device_group& group, const std::function<void()>
 
 const std::size_t one_shot_limit = 4096; // bytes: the counts below straddle it
 // A barrier that waits this long stops the kernel: a defect costs the run 20 s, not 5 minutes.
-constexpr std::chrono::milliseconds patience{20'000};
+const std::chrono::milliseconds patience = cohort::testing::patience();
 const std::size_t sizes[] = {1, 1023, 1024, 1025, 7919};
 
 } // namespace
@@ -143,7 +143,8 @@ TEST_CASE("p2p reduce_scatter, reduce, all_gather and broadcast replayed from gr
     const auto poison_byte = cohort::testing::poison_byte;
     {
       INFO("reduce_scatter");
-      cohort::distributed_buffer<int> x(group, cohort::partition::replicated(count * members, members));
+      cohort::distributed_buffer<int> x(group,
+                                        cohort::partition::replicated(count * members, members));
       cohort::distributed_buffer<int> y(group, cohort::partition::replicated(count, members));
       const auto x0 = initial(members, count * members, 21);
       load(x, x0);
@@ -199,7 +200,8 @@ TEST_CASE("p2p reduce_scatter, reduce, all_gather and broadcast replayed from gr
     {
       INFO("all_gather");
       cohort::distributed_buffer<int> x(group, cohort::partition::replicated(count, members));
-      cohort::distributed_buffer<int> y(group, cohort::partition::replicated(count * members, members));
+      cohort::distributed_buffer<int> y(group,
+                                        cohort::partition::replicated(count * members, members));
       const auto x0 = initial(members, count, 41);
       load(x, x0);
       std::size_t wrong = 0;
@@ -321,9 +323,10 @@ TEST_CASE("two threads, each with its own group and clique on the same GPUs, 200
 TEST_CASE("a clique destroyed right after a one-shot call frees its memory only after every rank") {
   COHORT_SKIP_UNLESS_GPUS(1);
   // Unequal SM shares make rank 1 read rank 0's scratch slowly, long after rank 0 is done.
-  auto group = cohort::device_count() >= 2 || !cohort::sm_partitioning_available(cohort::device_ref{0})
-                   ? cohort::testing::group_of(2)
-                   : cohort::device_group::emulated(cohort::device_ref{0}, {8.0, 1.0});
+  auto group =
+      cohort::device_count() >= 2 || !cohort::sm_partitioning_available(cohort::device_ref{0})
+          ? cohort::testing::group_of(2)
+          : cohort::device_group::emulated(cohort::device_ref{0}, {8.0, 1.0});
   const std::size_t count = std::size_t{2} << 20; // 8 MiB, one-shot
   const auto split = cohort::partition::replicated(count, 2);
   const auto x0 = initial(2, count, 91);
@@ -365,7 +368,8 @@ TEST_CASE("a launch that fails part-way releases the ranks that launched and bre
     cohort::p2p_clique peers(group, {.patience = patience});
     cohort::all_reduce(peers, std::as_const(x), y, cohort::sum); // loads the kernel
     cohort::detail::p2p::fail_launch_on_member_for_testing() = static_cast<int>(members) - 1;
-    CHECK_THROWS_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum), cohort::cuda_error);
+    CHECK_THROWS_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum),
+                    cohort::cuda_error);
     group.synchronize(); // the ranks that launched were released: this returns
     CHECK(peers.broken());
     CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum),
@@ -388,12 +392,14 @@ TEST_CASE("a launch that fails part-way releases the ranks that launched and bre
   }
 }
 
-TEST_CASE("for_each_n, on_each_member, peer copies, fork and join in a graph, mixed with direct calls") {
+TEST_CASE(
+    "for_each_n, on_each_member, peer copies, fork and join in a graph, mixed with direct calls") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   const std::size_t n = 100'003;
   cohort::distributed_buffer<int> x(group, n);
-  cohort::distributed_buffer<int> copy(group, cohort::partition::replicated(x.shard(0).data.size(), 2));
+  cohort::distributed_buffer<int> copy(group,
+                                       cohort::partition::replicated(x.shard(0).data.size(), 2));
   x.fill_bytes(0);
   int* first = x.shard(0).data.data();
   int* second = x.shard(1).data.data();
@@ -406,7 +412,8 @@ TEST_CASE("for_each_n, on_each_member, peer copies, fork and join in a graph, mi
     });
     cohort::on_each_member(group, [&](const cohort::member& m) {
       const auto mine = x.shard(m.rank).data;
-      cohort::launch(m.stream, {.grid = 64, .block = 256}, add_to_each, mine.data(), mine.size(), 1);
+      cohort::launch(m.stream, {.grid = 64, .block = 256}, add_to_each, mine.data(), mine.size(),
+                     1);
     });
     x.local(0).copy_to(copy.local(1)); // member 0's shard into member 1's memory
   };
@@ -428,11 +435,8 @@ TEST_CASE("for_each_n, on_each_member, peer copies, fork and join in a graph, mi
 TEST_CASE("group_graph refuses a nested capture and can be moved and destroyed while it runs") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
-  CHECK_THROWS_WITH_AS(cohort::group_graph::capture(group,
-                                                    [&] {
-                                                      (void)cohort::group_graph::capture(group,
-                                                                                          [] {});
-                                                    }),
+  CHECK_THROWS_WITH_AS(cohort::group_graph::capture(
+                           group, [&] { (void)cohort::group_graph::capture(group, [] {}); }),
                        doctest::Contains("do not nest"), std::invalid_argument);
   // The failed capture left no stream capturing: a direct call works.
   cohort::distributed_buffer<int> x(group, 1000);

@@ -4,7 +4,10 @@
 
 #include <cohort/cohort.cuh>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -19,7 +22,9 @@ inline int& skipped_counter() {
   static int count = 0;
   return count;
 }
-inline int skipped_cases() { return skipped_counter(); }
+inline int skipped_cases() {
+  return skipped_counter();
+}
 
 inline void skip(const std::string& reason) {
   ++skipped_counter();
@@ -66,6 +71,16 @@ std::vector<T> random_values(std::size_t n, unsigned seed) {
 
 // The byte every output is filled with before a run, so unwritten elements show.
 inline constexpr unsigned char poison_byte = 0xA5;
+
+// How long a test's p2p clique waits for a peer before it stops its kernel: 20 s, or the
+// COHORT_P2P_PATIENCE_MS of the run where that is longer (scripts/gpu_check.sh raises it under the
+// sanitizers, whose instrumented barriers spin many times slower), so that a slow run is not
+// taken for a hang.
+inline std::chrono::milliseconds patience() {
+  long long ms = 20'000;
+  if (const char* text = std::getenv("COHORT_P2P_PATIENCE_MS")) ms = std::max(ms, std::atoll(text));
+  return std::chrono::milliseconds(ms);
+}
 
 template <class T>
 T poison_value() {
