@@ -12,8 +12,8 @@
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
 # doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check.
 # --sanitizers-only skips ctest, the examples and the benchmarks (a second call on a warm machine).
-# --ncu runs Nsight Compute with NVTX filtering over two examples (multi_device_for_each_n's and
-# p2p all_reduce's ranges), each limited to 120 s: that ncu sees cohort's ranges (domain `cohort`)
+# --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
+# (multi_device_for_each's and p2p all_reduce's ranges), each limited to 120 s: that ncu sees cohort's ranges (domain `cohort`)
 # and profiles only the kernels inside them (ncu.log).
 # --quick DOCTEST-FILTER builds only the GPU test program and the --benchmarks, and runs that
 # program with the filter (e.g. --source-file='*graph_test*') instead of the whole ctest suite and
@@ -110,10 +110,11 @@ if ((ncu)); then
   # ncu runs one kernel at a time, so a p2p collective over an emulated group cannot finish under
   # it past the kernels it profiles (a rank's barrier waits for a peer whose kernel cannot run):
   # -c 2 profiles the first call's two ranks, then lets the program run.
-  [[ -x build/examples/heterogeneous_split && -x build/examples/user_type_all_reduce ]] ||
-    step build cmake --build --preset default --target user_type_all_reduce heterogeneous_split
+  [[ -x build/tests/gpu/gpu_tests && -x build/examples/user_type_all_reduce ]] ||
+    step build cmake --build --preset default --target user_type_all_reduce gpu_tests
   step ncu env COHORT_NO_SM_PARTITIONING=1 timeout 120 ncu --nvtx -c 4 \
-    --nvtx-include "regex:cohort@multi_device_for_each_n.*/" build/examples/heterogeneous_split
+    --nvtx-include "regex:cohort@multi_device_for_each.*/" build/tests/gpu/gpu_tests \
+    --source-file='*for_each_test*'
   step ncu env COHORT_NO_SM_PARTITIONING=1 timeout 120 ncu --nvtx -c 2 \
     --nvtx-include "regex:cohort@all_reduce p2p.*/" build/examples/user_type_all_reduce
   grep -E "==PROF==|==WARNING==|==ERROR==|<0,|ok$" "$out/ncu.log" | head -30

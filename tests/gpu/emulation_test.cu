@@ -148,6 +148,40 @@ TEST_CASE("an emulated group splits the GPU's SMs into disjoint shares") {
   }
 }
 
+// new_stream(i) is for work beside the member's stream (a compute stream beside communication):
+// a stream of its own, on the member's device, inside the member's SM share.
+TEST_CASE("new_stream gives a member another stream in its own SM share") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  if (!cohort::sm_partitioning_available(d)) {
+    cohort::testing::skip("this CUDA driver has no green contexts");
+    return;
+  }
+  auto group = cohort::device_group::emulated(d, 2);
+  REQUIRE(group.splits_sms());
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    CAPTURE(i);
+    cohort::stream extra = group.new_stream(i);
+    CHECK(extra.device() == group.device(i));
+    CHECK(extra.native_handle() != group.stream(i).native_handle());
+    const std::set<unsigned> mine = sms_used(extra);
+    const std::set<unsigned> other = sms_used(group.stream(1 - i));
+    CHECK(mine.size() <= group.sm_count(i));
+    std::vector<unsigned> both;
+    std::set_intersection(mine.begin(), mine.end(), other.begin(), other.end(),
+                          std::back_inserter(both));
+    CHECK(both.empty());
+  }
+  // A real group's new stream is a plain stream of the member's device.
+  cohort::device_group real{d};
+  cohort::stream plain = real.new_stream(0);
+  CHECK(plain.device() == d);
+  CHECK(plain.native_handle() != real.stream(0).native_handle());
+  cohort::device_buffer<int> y(16, plain);
+  y.fill_bytes(0);
+  plain.synchronize();
+}
+
 TEST_CASE("uneven SM weights give shares in proportion") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
