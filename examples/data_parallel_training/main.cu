@@ -26,10 +26,7 @@
 #include <utility>
 
 int main(int argc, char** argv) {
-  if (cohort::device_count() == 0) {
-    std::puts("No GPU is visible: nothing to run.");
-    return 0;
-  }
+  if (mlp::no_gpu()) return 0;
   const mlp::options o = mlp::options::parse(argc, argv);
   const int total = o.warmup + o.steps;
   const float rate = 5.0f; // SGD's learning rate (steady for this model and loss, see mlp.cuh)

@@ -64,6 +64,13 @@ struct options {
   }
 };
 
+// True, having said so, where no GPU is visible (the examples then exit quietly).
+inline bool no_gpu() {
+  if (cohort::device_count() > 0) return false;
+  std::puts("No GPU is visible: nothing to run.");
+  return true;
+}
+
 inline void check_cublas(cublasStatus_t status, const char* call, int device) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string(call) + " failed on device " + std::to_string(device) +

@@ -56,10 +56,7 @@ mlp::adam_step adam_at(int step, float rate) {
 } // namespace
 
 int main(int argc, char** argv) {
-  if (cohort::device_count() == 0) {
-    std::puts("No GPU is visible: nothing to run.");
-    return 0;
-  }
+  if (mlp::no_gpu()) return 0;
   const mlp::options o = mlp::options::parse(argc, argv);
   const int total = o.warmup + o.steps;
   const float rate = 0.05f / static_cast<float>(o.width); // Adam's learning rate

@@ -338,6 +338,14 @@ TEST_CASE("gradient_buckets refuses bad arguments before it enqueues anything") 
     CHECK(wrong == 0);
   }
 
+  gradient_buckets<float> one_shot(f.peers, refs,
+                                   {.p2p = {.algorithm = cohort::p2p_algorithm::one_shot}});
+  cohort::device_buffer<float> big0(f.peers.one_shot_limit() / sizeof(float) + 1, refs[0]);
+  cohort::device_buffer<float> big1(big0.size(), refs[1]);
+  CHECK_THROWS_WITH_AS(one_shot.add({cuda::std::span<float>(big0.data(), big0.size()),
+                                     cuda::std::span<float>(big1.data(), big1.size())}),
+                       doctest::Contains("one_shot_limit"), std::invalid_argument);
+
   gradient_buckets<float> shards(f.peers, refs, {.reduction = bucket_reduction::reduce_scatter});
   CHECK_THROWS_WITH_AS(shards.add({good[0].first(999), good[1].first(999)}),
                        doctest::Contains("pad the bucket"), std::invalid_argument);

@@ -130,6 +130,15 @@ class gradient_buckets {
                                          std::to_string(members()) +
                                          " equal blocks for reduce_scatter: pad the bucket to a "
                                          "multiple of the members.");
+    // The collective's one check of its own that could fail later, after ready's waits.
+    if (options_.reduction == bucket_reduction::all_reduce &&
+        options_.p2p.algorithm == p2p_algorithm::one_shot &&
+        count * sizeof(T) > peers_->one_shot_limit())
+      detail::throw_invalid_argument(function, "gradients",
+                                     "holds " + std::to_string(count * sizeof(T)) +
+                                         " bytes per member, above the clique's one_shot_limit (" +
+                                         std::to_string(peers_->one_shot_limit()) +
+                                         ") that options.p2p.algorithm = one_shot needs.");
     for (std::size_t b = 0; b < buckets_.size(); ++b)
       for (std::size_t i = 0; i < members(); ++i) {
         const cuda::std::span<T> other = buckets_[b].spans[i];
