@@ -1,150 +1,125 @@
-// data_parallel_training — data-parallel SGD written with cohort: each step's batch is split
-// across the GPUs, each GPU accumulates its gradient over several micro-batches, one all_reduce
-// averages the gradients, and every GPU applies the same update to its own copy of the weights.
-// The model is linear regression (y = x·w) on synthetic data with a known answer, in float or
-// with the inputs stored in bfloat16 (half the memory traffic; arithmetic in float). The same
-// training on one GPU must end at the same loss.
+// data_parallel_training — data-parallel training of a multi-layer model (mlp.cuh: 8 layers of
+// 2048 × 2048 weights, bfloat16 storage, float arithmetic, cuBLAS, a real backward pass) with the
+// batch split over the GPUs, the gradients accumulated over micro-batches, and their mean taken by
+// cohort::gradient_buckets: one bucket a layer, handed to the clique's stream as soon as the last
+// micro-batch's backward has produced it, so that its all_reduce runs while the backward of the
+// layers below goes on (as PyTorch DDP does), and each layer's SGD update runs as soon as its
+// bucket is back. Three runs from the same start, each timed: one GPU with the whole batch (no
+// reduction); every GPU with the all_reduces after the whole backward; every GPU with them
+// overlapped. The program checks that the loss falls and that the runs agree (the two multi-GPU
+// runs to the bit, one GPU within bfloat16's rounding), and prints the step times, the share of
+// the step the all_reduces take without overlap and the scaling efficiency T1 / (n · Tn).
 //
-//   build/examples/data_parallel_training
-#include <cohort/cohort.cuh>
+//   build/examples/data_parallel_training [--layers 8 --width 2048 --batch 8192
+//                                          --micro-batches 2 --steps 20 --comm-blocks 32]
+//
+// Sizing, for 2 H200s over NVLink: 8 layers of 2048² bfloat16 are 64 MiB of gradients a step,
+// which the peer-to-peer all_reduce moves as 8 calls of 8 MiB (about 37 µs each at the ~225 GB/s
+// busbw docs/performance.md has for 8 MiB: ~0.3 ms a step). A step is 6 · 2048² · 8 · 8192 ≈
+// 1.6 TFLOP: ~2.6 ms on one H200 at ~600 TFLOP/s of bfloat16 GEMM, ~1.3 ms on each of two, so that
+// the all_reduces are ~18 % of a step without overlap, and the backward of the last micro-batch
+// (~0.45 ms) is long enough to hide all of them but the first layer's. The collectives get 32
+// blocks a GPU (a quarter of the SMs), so that the GEMMs they overlap keep most of the GPU.
+#include "mlp.cuh"
 
-#include <cuda_bf16.h>
-
-#include <cmath>
 #include <cstdio>
-#include <vector>
+#include <utility>
 
-namespace {
-
-constexpr int features = 512;
-
-// Sample i's feature j and target: a fixed "true" weight vector plus a little noise.
-__host__ __device__ float feature(std::size_t i, int j) {
-  const unsigned h = static_cast<unsigned>(i * 2654435761u) ^ static_cast<unsigned>(j * 40503u);
-  return static_cast<float>((h >> 8) % 2001) / 1000.0f - 1.0f;
-}
-__host__ __device__ float true_weight(int j) { return static_cast<float>(j % 17) / 16.0f - 0.5f; }
-
-struct settings {
-  std::size_t batch = 8192; // samples per step, over all GPUs
-  int micro_batches = 4;    // per GPU and step: gradients accumulated before the all_reduce
-  int steps = 300;
-  float learning_rate = 0.05f;
-};
-
-// One GPU's part of training: its samples, its copy of the weights, its gradient.
-template <class Storage>
-struct replica {
-  cohort::device_buffer<Storage> x;  // samples × features, row-major
-  cohort::device_buffer<float> y;    // targets
-  cohort::device_buffer<float> w;    // weights (every replica holds the same)
-  cohort::device_buffer<float> residual;
-  replica(std::size_t samples, cohort::stream_ref s)
-      : x(samples * features, s), y(samples, s), w(features, s), residual(samples, s) {}
-};
-
-// Trains on `group` (each member takes batch / size samples per step) and returns the loss after
-// each step (mean squared error over the step's batch).
-template <class Storage>
-std::vector<double> train(const cohort::device_group& group, const settings& cfg) {
-  const std::size_t members = group.size();
-  const std::size_t per_member = cfg.batch / members;          // samples per member and step
-  const std::size_t per_micro = per_member / cfg.micro_batches; // samples per micro-batch
-  cohort::p2p_clique peers(group);
-  // Each member's gradient and loss, all_reduced every step: features + 1 floats.
-  cohort::distributed_buffer<float> grad(group, cohort::partition::replicated(features + 1, members));
-  std::vector<replica<Storage>> parts;
-  for (std::size_t m = 0; m < members; ++m) {
-    parts.emplace_back(per_member, group.stream(m));
-    replica<Storage>& p = parts.back();
-    Storage* x = p.x.data();
-    float* y = p.y.data();
-    const std::size_t first = m * per_member; // this member's samples of the (fixed) batch
-    cohort::for_each_n(group.stream(m), per_member, [=] __device__(std::size_t i) {
-      float target = 0;
-      for (int j = 0; j < features; ++j) {
-        const float v = feature(first + i, j);
-        x[i * features + j] = static_cast<Storage>(v);
-        target += v * true_weight(j);
-      }
-      y[i] = target + 0.01f * feature(first + i, features); // a little noise
-    });
-    p.w.fill_bytes(0);
-  }
-  std::vector<double> losses;
-  std::vector<float> host(features + 1);
-  for (int step = 0; step < cfg.steps; ++step) {
-    for (std::size_t m = 0; m < members; ++m) {
-      replica<Storage>& p = parts[m];
-      const Storage* x = p.x.data();
-      const float* y = p.y.data();
-      const float* w = p.w.data();
-      float* r = p.residual.data();
-      float* g = grad.shard(m).data.data();
-      grad.local(m).fill_bytes(0);
-      for (int micro = 0; micro < cfg.micro_batches; ++micro) {
-        const std::size_t base = static_cast<std::size_t>(micro) * per_micro;
-        // residual r_i = x_i · w − y_i
-        cohort::for_each_n(group.stream(m), per_micro, [=] __device__(std::size_t i) {
-          float dot = 0;
-          for (int j = 0; j < features; ++j)
-            dot += static_cast<float>(x[(base + i) * features + j]) * w[j];
-          r[base + i] = dot - y[base + i];
-        });
-        // g_j += Σ_i r_i x_ij, and the squared error into g[features]; accumulated over
-        // micro-batches, in float whatever the storage.
-        cohort::for_each_n(group.stream(m), features + 1, [=] __device__(std::size_t j) {
-          float sum = 0;
-          for (std::size_t i = 0; i < per_micro; ++i)
-            sum += j < features ? r[base + i] * static_cast<float>(x[(base + i) * features + j])
-                                : r[base + i] * r[base + i];
-          g[j] += sum;
-        });
-      }
-    }
-    cohort::all_reduce(peers, grad, cohort::sum); // every member: the sums over the whole batch
-    const float scale = cfg.learning_rate * 2.0f / static_cast<float>(cfg.batch);
-    for (std::size_t m = 0; m < members; ++m) {
-      float* w = parts[m].w.data();
-      const float* g = grad.shard(m).data.data();
-      cohort::for_each_n(group.stream(m), features, [=] __device__(std::size_t j) { w[j] -= scale * g[j]; });
-    }
-    grad.local(0).copy_to_host(host); // the loss (before this step's update)
-    group.stream(0).synchronize();
-    losses.push_back(host[features] / static_cast<double>(cfg.batch));
-  }
-  group.synchronize();
-  return losses;
-}
-
-} // namespace
-
-int main() {
-  if (cohort::device_count() == 0) {
-    std::puts("No GPU is visible: nothing to run.");
-    return 0;
-  }
+int main(int argc, char** argv) {
+  if (mlp::no_gpu()) return 0;
+  const mlp::options o = mlp::options::parse(argc, argv);
+  const int total = o.warmup + o.steps;
+  const float rate = 5.0f; // SGD's learning rate (steady for this model and loss, see mlp.cuh)
   cohort::device_group group = cohort::device_group::every_gpu_or_emulated(2);
+  const std::size_t n = group.size();
+
+  // One GPU, the whole batch: nothing to reduce.
   cohort::device_group one({cohort::device_ref{0}});
-  const settings cfg;
-  std::printf("linear regression, %d features, batch %zu per step split over %zu %s GPU(s), %d "
-              "micro-batches each, %d steps\n",
-              features, cfg.batch, group.size(), group.is_emulated() ? "emulated" : "real",
-              cfg.micro_batches, cfg.steps);
-  bool ok = true;
-  auto report = [&](const char* name, const std::vector<double>& many, const std::vector<double>& single) {
-    std::printf("%s: loss %.5f at step 0, %.5f at step %d, %.6f at the end; one GPU ends at %.6f\n",
-                name, many.front(), many[many.size() / 2], static_cast<int>(many.size() / 2),
-                many.back(), single.back());
-    const bool fell = many.back() < 0.05 * many.front();
-    const bool same = std::fabs(many.back() - single.back()) <= 1e-3 * single.back() + 1e-7;
-    if (!fell) std::printf("%s: the loss did not fall twentyfold\n", name);
-    if (!same) std::printf("%s: data-parallel and one-GPU training disagree\n", name);
-    ok = ok && fell && same;
+  mlp::model single(one, o);
+  single.reset();
+  auto single_step = [&](int s) {
+    single.forward_backward(s, nullptr);
+    for (int l = o.layers - 1; l >= 0; --l)
+      single.sgd_layer(l, rate);
   };
-  report("float", train<float>(group, cfg), train<float>(one, cfg));
-  report("bfloat16 inputs, float arithmetic", train<__nv_bfloat16>(group, cfg),
-         train<__nv_bfloat16>(one, cfg));
+  for (int s = 0; s < o.warmup; ++s)
+    single_step(s);
+  const double t1 = mlp::time_steps(single, o.warmup, o.steps, single_step);
+  const std::vector<double> single_losses = single.losses(total);
+
+  // Every GPU: the model's compute streams produce the gradients, the clique's streams reduce them.
+  cohort::p2p_clique peers(group, cohort::p2p_clique_options{.max_blocks = o.comm_blocks});
+  mlp::model model(group, o);
+  cohort::gradient_buckets<mlp::bf16> buckets(peers, model.compute_streams());
+  for (int l = 0; l < o.layers; ++l)
+    buckets.add(model.layer_of(/*gradients=*/true, l)); // bucket l: layer l's gradients
+  auto train = [&](bool overlap) {
+    model.reset();
+    buckets.finish(); // the compute streams after the clique's earlier work
+    auto step = [&](int s) {
+      model.forward_backward(s, overlap ? &buckets : nullptr);
+      if (!overlap) { // every all_reduce after the whole backward, and the update after them all
+        for (int l = o.layers - 1; l >= 0; --l)
+          buckets.ready(l);
+        buckets.finish();
+      }
+      for (int l = o.layers - 1; l >= 0; --l) { // each layer's update once its mean is back
+        buckets.wait(l);
+        model.sgd_layer(l, rate);
+      }
+      buckets.finish();
+    };
+    for (int s = 0; s < o.warmup; ++s)
+      step(s);
+    const double t = mlp::time_steps(model, o.warmup, o.steps, step);
+    return std::pair{t, model.losses(total)};
+  };
+  const auto [t_plain, plain] = train(false);
+  const auto [t_overlap, overlapped] = train(true);
+  // The all_reduces alone, as a step has them (the gradients' values no longer matter).
+  const double t_reduce = mlp::time_steps(model, 0, o.steps, [&](int) {
+    for (int l = o.layers - 1; l >= 0; --l)
+      buckets.ready(l);
+    buckets.finish();
+  });
+
+  const double mib = static_cast<double>(model.parameters()) * sizeof(mlp::bf16) / (1 << 20);
+  std::printf("model: %d layers of %d x %d, bfloat16 storage, float arithmetic; %d rows a step, "
+              "%d micro-batches a GPU; %.1f MiB of gradients in %d buckets\n",
+              o.layers, o.width, o.width, o.batch, o.micro_batches, mib, o.layers);
+  std::printf("group: %zu %s GPU(s); the collectives use %u blocks a GPU\n", n,
+              group.is_emulated() ? "emulated" : "real", peers.max_blocks());
+  std::printf("step time: 1 GPU %.3f ms | %zu GPUs, all_reduce after the backward %.3f ms | "
+              "%zu GPUs, bucketed all_reduce overlapping the backward %.3f ms\n",
+              t1, n, t_plain, n, t_overlap);
+  std::printf("all_reduce alone: %.3f ms a step (%.1f GB/s busbw), %.1f %% of the step without "
+              "overlap\n",
+              t_reduce, 2.0 * (n - 1) / n * mib * (1 << 20) / (t_reduce * 1e6),
+              100.0 * t_reduce / t_plain);
+  std::printf("scaling efficiency T1 / (%zu Tn): %.3f without overlap, %.3f with overlap "
+              "(speed-up %.2f)\n",
+              n, t1 / (n * t_plain), t1 / (n * t_overlap), t1 / t_overlap);
+  if (group.is_emulated())
+    std::puts(
+        "(emulated GPUs share one GPU: the times show that the code runs, not how it scales)");
+  std::printf("loss: %.6f at step 0, %.6f at step %d (1 GPU: %.6f)\n", overlapped.front(),
+              overlapped.back(), total - 1, single_losses.back());
+
+  bool ok = true;
+  auto require = [&](bool condition, const char* what) {
+    if (!condition) std::printf("FAILED: %s\n", what);
+    ok = ok && condition;
+  };
+  for (const auto* run : {&single_losses, &plain, &overlapped})
+    require(std::isfinite(run->back()) && run->back() < 0.95 * run->front(),
+            "the loss falls by 5 % or more");
+  const double same = mlp::largest_difference(overlapped, plain);
+  const double close = mlp::largest_difference(overlapped, single_losses);
+  std::printf("largest relative difference of the losses: overlap vs no overlap %.2e, %zu GPUs "
+              "vs 1 GPU %.2e\n",
+              same, n, close);
+  require(same <= 1e-6, "overlapping changes no result");
+  require(close <= 2e-2, "n GPUs train as one does, within bfloat16's rounding");
   if (!ok) return 1;
   std::puts("data_parallel_training ok");
   return 0;

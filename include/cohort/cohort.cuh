@@ -62,4 +62,6 @@
 #include "algorithms/scan.cuh"
 #include "algorithms/sort.cuh"
 
+#include "training/gradient_buckets.cuh"
+
 #include "version.cuh"

@@ -1,0 +1,397 @@
+// mlp.cuh — the model that data_parallel_training and sharded_training train: a stack of square
+// layers (width × width weights, ReLU between them, none after the last), weights, activations and
+// gradients stored in bfloat16, every product and sum in float (cuBLAS with CUBLAS_COMPUTE_32F),
+// trained to map random inputs x to relu(x) under the mean squared error. Each member of a group
+// holds a replica (its weights, its share of the batch, its gradients) and runs it on a compute
+// stream of its own, beside the clique's stream where the gradients are reduced.
+#pragma once
+
+#include <cohort/cohort.cuh>
+
+#include <cub/block/block_reduce.cuh>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mlp {
+
+using bf16 = __nv_bfloat16;
+
+struct options {
+  int layers = 8;
+  int width = 2048;
+  int batch = 8192;          // rows per step, over all members
+  int micro_batches = 2;     // per member and step, accumulated before the reduction
+  int warmup = 3;            // steps before the timed ones
+  int steps = 20;            // timed steps
+  unsigned comm_blocks = 32; // blocks per GPU the collectives may use (0: half of the SMs)
+
+  // --layers L --width H --batch R --micro-batches M --steps S --comm-blocks B
+  static options parse(int argc, char** argv) {
+    options o;
+    for (int a = 1; a + 1 < argc; a += 2) {
+      const std::string name = argv[a];
+      const int value = std::atoi(argv[a + 1]);
+      if (name == "--layers")
+        o.layers = value;
+      else if (name == "--width")
+        o.width = value;
+      else if (name == "--batch")
+        o.batch = value;
+      else if (name == "--micro-batches")
+        o.micro_batches = value;
+      else if (name == "--steps")
+        o.steps = value;
+      else if (name == "--comm-blocks")
+        o.comm_blocks = static_cast<unsigned>(value);
+      else
+        throw std::invalid_argument("unknown option " + name);
+    }
+    if (o.layers < 2 || o.width < 8 || o.micro_batches < 1 || o.steps < 1 ||
+        o.batch % (8 * o.micro_batches) != 0)
+      throw std::invalid_argument("need --layers >= 2, --width >= 8, and a batch that splits into "
+                                  "micro-batches over up to 8 GPUs");
+    return o;
+  }
+};
+
+// True, having said so, where no GPU is visible (the examples then exit quietly).
+inline bool no_gpu() {
+  if (cohort::device_count() > 0) return false;
+  std::puts("No GPU is visible: nothing to run.");
+  return true;
+}
+
+inline void check_cublas(cublasStatus_t status, const char* call, int device) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(call) + " failed on device " + std::to_string(device) +
+                             " (cuBLAS status " + std::to_string(static_cast<int>(status)) + ")");
+}
+
+// One cuBLAS handle bound to one stream, destroyed on its device.
+class blas {
+ public:
+  explicit blas(cohort::stream_ref stream)
+      : device_(stream.device()) {
+    cohort::scoped_device on(device_);
+    check_cublas(cublasCreate(&handle_), "cublasCreate", device_.get());
+    check_cublas(cublasSetStream(handle_, stream.native_handle()), "cublasSetStream",
+                 device_.get());
+  }
+  blas(const blas&) = delete;
+  blas& operator=(const blas&) = delete;
+  ~blas() {
+    cohort::scoped_device on(device_);
+    (void)cublasDestroy(handle_);
+  }
+  // C (m × n) = op(A) · op(B) + beta · C, column-major bfloat16, accumulated in float.
+  void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const bf16* a, int lda,
+            const bf16* b, int ldb, float beta, bf16* c, int ldc) {
+    cohort::scoped_device on(device_);
+    const float one = 1.0f;
+    check_cublas(cublasGemmEx(handle_, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                              transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, a,
+                              CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &beta, c, CUDA_R_16BF, ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx", device_.get());
+  }
+
+ private:
+  cohort::device_ref device_;
+  cublasHandle_t handle_ = nullptr;
+};
+
+// A value in [-1, 1) from two indices (the same on every GPU and in every run).
+__host__ __device__ inline float uniform(std::size_t a, std::size_t b) {
+  unsigned long long h =
+      a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 32;
+  return static_cast<float>(h >> 40) / static_cast<float>(1ull << 23) - 1.0f;
+}
+
+inline constexpr int threads = 256;
+inline constexpr unsigned loss_blocks = 264;
+
+// Element e of layer l's weights (laid out with `stride` elements a layer; the padding is 0):
+// uniform in ±0.7·sqrt(6 / width), a little under He's bound, so that 8 layers start calm.
+__global__ void init_weights(bf16* w, std::size_t total, std::size_t stride, int width) {
+  const float bound = 0.7f * sqrtf(6.0f / static_cast<float>(width));
+  const std::size_t area = static_cast<std::size_t>(width) * width;
+  for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < total;
+       k += gridDim.x * blockDim.x) {
+    const std::size_t layer = k / stride, e = k % stride;
+    w[k] = __float2bfloat16(e < area ? bound * uniform(1000 + layer, e) : 0.0f);
+  }
+}
+
+// Rows [first, first + rows) of the batch: inputs x and targets relu(x).
+__global__ void init_batch(bf16* x, bf16* y, std::size_t first, std::size_t rows, int width) {
+  const std::size_t n = rows * width;
+  for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+    const bf16 v = __float2bfloat16(uniform(first + k / width, k % width));
+    x[k] = v;
+    y[k] = __float2bfloat16(fmaxf(__bfloat162float(v), 0.0f));
+  }
+}
+
+__global__ void relu(bf16* x, std::size_t n) {
+  for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
+    x[k] = __float2bfloat16(fmaxf(__bfloat162float(x[k]), 0.0f));
+}
+
+// d := d where the layer's output was positive, else 0 (ReLU's derivative).
+__global__ void relu_backward(bf16* d, const bf16* out, std::size_t n) {
+  for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
+    if (!(__bfloat162float(out[k]) > 0.0f)) d[k] = __float2bfloat16(0.0f);
+}
+
+// The last layer: d = (out - y) · scale, and each block's share of Σ ½ (out - y)² in partial[block].
+__global__ void __launch_bounds__(threads)
+    loss_gradient(const bf16* out, const bf16* y, bf16* d, std::size_t n, float scale,
+                  float* partial) {
+  float sum = 0.0f;
+  for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+    const float diff = __bfloat162float(out[k]) - __bfloat162float(y[k]);
+    d[k] = __float2bfloat16(diff * scale);
+    sum += 0.5f * diff * diff;
+  }
+  using reduce = cub::BlockReduce<float, threads>;
+  __shared__ typename reduce::TempStorage scratch;
+  const float block_sum = reduce(scratch).Sum(sum);
+  if (threadIdx.x == 0) partial[blockIdx.x] = block_sum;
+}
+
+// loss += the partials, in order (the same bits in every run).
+__global__ void add_partials(const float* partial, unsigned n, float* loss) {
+  float sum = 0.0f;
+  for (unsigned b = 0; b < n; ++b)
+    sum += partial[b];
+  *loss += sum;
+}
+
+// Plain SGD on the bfloat16 weights: w -= rate · g, in float, rounded once.
+__global__ void sgd(bf16* w, const bf16* g, std::size_t n, float rate) {
+  for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
+    w[k] = __float2bfloat16(__bfloat162float(w[k]) - rate * __bfloat162float(g[k]));
+}
+
+// Adam over n elements: float master weights and moments, the bfloat16 weights written from the
+// master. c1, c2: the bias corrections 1 - beta1^t, 1 - beta2^t.
+struct adam_step {
+  float rate, beta1, beta2, epsilon, c1, c2;
+};
+__global__ void adam(const bf16* g, bf16* w, float* master, float* m, float* v, std::size_t n,
+                     adam_step s) {
+  for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+    const float grad = __bfloat162float(g[k]);
+    const float mk = s.beta1 * m[k] + (1.0f - s.beta1) * grad;
+    const float vk = s.beta2 * v[k] + (1.0f - s.beta2) * grad * grad;
+    m[k] = mk;
+    v[k] = vk;
+    const float updated = master[k] - s.rate * (mk / s.c1) / (sqrtf(vk / s.c2) + s.epsilon);
+    master[k] = updated;
+    w[k] = __float2bfloat16(updated);
+  }
+}
+
+__global__ void to_float(const bf16* w, float* master, std::size_t n) {
+  for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
+    master[k] = __bfloat162float(w[k]);
+}
+
+inline cohort::launch_config grid_for(std::size_t n) {
+  const std::size_t blocks = (n + threads - 1) / threads;
+  return {.grid = static_cast<unsigned>(blocks < 1056 ? (blocks > 0 ? blocks : 1) : 1056),
+          .block = threads};
+}
+
+// Every member's replica of the model, its part of the batch and its compute stream.
+class model {
+ public:
+  model(const cohort::device_group& group, const options& o)
+      : o_(o)
+      , members_(group.size())
+      , rows_(static_cast<std::size_t>(o.batch) / group.size())
+      , micro_rows_(rows_ / static_cast<std::size_t>(o.micro_batches))
+      , area_(static_cast<std::size_t>(o.width) * o.width) {
+    // Each layer padded to a multiple of 8 elements per member: every member's block of it
+    // (sharded_training) starts 16-byte aligned, as the collectives' wide path wants.
+    const std::size_t unit = 8 * members_;
+    stride_ = (area_ + unit - 1) / unit * unit;
+    const std::size_t activation = micro_rows_ * o.width;
+    for (std::size_t i = 0; i < members_; ++i) {
+      replicas_.push_back(std::make_unique<replica>(group.new_stream(i)));
+      replica& r = *replicas_.back();
+      cohort::stream_ref s = r.compute;
+      r.weights.emplace_back(stride_ * o.layers, s);
+      r.grads.emplace_back(stride_ * o.layers, s);
+      r.x.emplace_back(rows_ * o.width, s);
+      r.y.emplace_back(rows_ * o.width, s);
+      for (int l = 0; l < o.layers; ++l)
+        r.activations.emplace_back(activation, s);
+      r.d.emplace_back(activation, s);
+      r.d.emplace_back(activation, s);
+      r.partial.emplace_back(loss_blocks, s);
+      r.losses.emplace_back(static_cast<std::size_t>(o.warmup + o.steps), s);
+      r.gemm = std::make_unique<blas>(s);
+      cohort::launch(s, grid_for(rows_ * o.width), init_batch, r.x[0].data(), r.y[0].data(),
+                     i * rows_, rows_, o.width);
+    }
+  }
+
+  std::size_t members() const { return members_; }
+  std::size_t stride() const { return stride_; }
+  std::size_t parameters() const { return stride_ * o_.layers; }
+  int layers() const { return o_.layers; }
+  cohort::stream_ref compute(std::size_t i) const { return replicas_[i]->compute; }
+  std::vector<cohort::stream_ref> compute_streams() const {
+    std::vector<cohort::stream_ref> s;
+    for (const auto& r : replicas_)
+      s.push_back(r->compute);
+    return s;
+  }
+  bf16* weights(std::size_t i, int layer) {
+    return replicas_[i]->weights[0].data() + layer * stride_;
+  }
+  bf16* grads(std::size_t i, int layer) { return replicas_[i]->grads[0].data() + layer * stride_; }
+  std::vector<cuda::std::span<bf16>> layer_of(bool gradients, int layer) {
+    std::vector<cuda::std::span<bf16>> spans;
+    for (std::size_t i = 0; i < members_; ++i)
+      spans.emplace_back(gradients ? grads(i, layer) : weights(i, layer), stride_);
+    return spans;
+  }
+
+  // The same starting weights on every member, gradients and losses zero.
+  void reset() {
+    for (auto& r : replicas_) {
+      cohort::launch(r->compute, grid_for(parameters()), init_weights, r->weights[0].data(),
+                     parameters(), stride_, o_.width);
+      r->grads[0].fill_bytes(0);
+      r->losses[0].fill_bytes(0);
+    }
+  }
+
+  // Step `step`'s forward and backward over every micro-batch on every member, the gradients
+  // accumulated; with `buckets`, layer l's bucket is handed over as soon as the last
+  // micro-batch's backward has produced it (the rest of the backward overlaps its reduction).
+  void forward_backward(int step, cohort::gradient_buckets<bf16>* buckets) {
+    const int w = o_.width, r = static_cast<int>(micro_rows_);
+    const std::size_t n = micro_rows_ * w;
+    const float scale = 1.0f / static_cast<float>(rows_ * w); // the mean over this member's rows
+    for (int micro = 0; micro < o_.micro_batches; ++micro) {
+      const float beta = micro == 0 ? 0.0f : 1.0f; // the first micro-batch overwrites
+      for (std::size_t i = 0; i < members_; ++i) {
+        replica& p = *replicas_[i];
+        for (int l = 0; l < o_.layers; ++l) {
+          bf16* out = p.activations[l].data();
+          p.gemm->gemm(false, false, w, r, w, weights(i, l), w, input(i, micro, l), w, 0.0f, out,
+                       w);
+          if (l + 1 < o_.layers) cohort::launch(p.compute, grid_for(n), relu, out, n);
+        }
+        cohort::launch(p.compute, {.grid = loss_blocks, .block = threads}, loss_gradient,
+                       p.activations[o_.layers - 1].data(), p.y[0].data() + micro * n,
+                       p.d[0].data(), n, scale, p.partial[0].data());
+        cohort::launch(p.compute, {.grid = 1, .block = 1}, add_partials, p.partial[0].data(),
+                       loss_blocks, p.losses[0].data() + step);
+      }
+      for (int l = o_.layers - 1; l >= 0; --l) {
+        for (std::size_t i = 0; i < members_; ++i) { // dW += d · inᵀ
+          replica& p = *replicas_[i];
+          const bf16* d = p.d[(o_.layers - 1 - l) % 2].data();
+          p.gemm->gemm(false, true, w, w, r, d, w, input(i, micro, l), w, beta, grads(i, l), w);
+        }
+        if (buckets != nullptr && micro + 1 == o_.micro_batches) buckets->ready(l);
+        if (l == 0) continue;                        // the input needs no gradient
+        for (std::size_t i = 0; i < members_; ++i) { // the gradient of layer l - 1's output
+          replica& p = *replicas_[i];
+          const bf16* d = p.d[(o_.layers - 1 - l) % 2].data();
+          bf16* next = p.d[(o_.layers - l) % 2].data();
+          p.gemm->gemm(true, false, w, r, w, weights(i, l), w, d, w, 0.0f, next, w);
+          cohort::launch(p.compute, grid_for(n), relu_backward, next, p.activations[l - 1].data(),
+                         n);
+        }
+      }
+    }
+  }
+
+  // Layer l's input on member i in micro-batch `micro`: the batch's rows, or layer l - 1's output.
+  const bf16* input(std::size_t i, int micro, int l) const {
+    const replica& p = *replicas_[i];
+    return l == 0 ? p.x[0].data() + micro * micro_rows_ * o_.width : p.activations[l - 1].data();
+  }
+
+  // Plain SGD on layer `layer` of every member (their gradients already reduced).
+  void sgd_layer(int layer, float rate) {
+    for (std::size_t i = 0; i < members_; ++i)
+      cohort::launch(compute(i), grid_for(stride_), mlp::sgd, weights(i, layer), grads(i, layer),
+                     stride_, rate);
+  }
+
+  // The mean loss of each step so far (waits for the compute streams).
+  std::vector<double> losses(int steps) const {
+    std::vector<double> mean(static_cast<std::size_t>(steps), 0.0);
+    std::vector<float> host(static_cast<std::size_t>(o_.warmup + o_.steps));
+    for (const auto& r : replicas_) {
+      r->losses[0].copy_to_host(host);
+      r->compute.synchronize();
+      for (int s = 0; s < steps; ++s)
+        mean[s] += host[s] / (static_cast<double>(o_.batch) * o_.width);
+    }
+    return mean;
+  }
+
+  void synchronize() const {
+    for (const auto& r : replicas_)
+      r->compute.synchronize();
+  }
+
+ private:
+  // One member's buffers (vectors, since device_buffer has no empty state), declared after the
+  // stream they free on so that they go before it, and the cuBLAS handle bound to it.
+  struct replica {
+    explicit replica(cohort::stream s)
+        : compute(std::move(s)) {}
+    cohort::stream compute;
+    std::vector<cohort::device_buffer<bf16>> weights, grads, x, y, activations, d;
+    std::vector<cohort::device_buffer<float>> partial, losses;
+    std::unique_ptr<blas> gemm;
+  };
+
+  options o_;
+  std::size_t members_, rows_, micro_rows_, area_, stride_ = 0;
+  std::vector<std::unique_ptr<replica>> replicas_;
+};
+
+// Times `steps` calls of `step` (host-timed, every stream idle at both ends), in ms per call.
+template <class Step>
+double time_steps(const model& m, int first_step, int steps, Step&& step) {
+  m.synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  for (int s = 0; s < steps; ++s)
+    step(first_step + s);
+  m.synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+             .count() /
+         steps;
+}
+
+// The largest |a - b| / |b| over two runs' losses.
+inline double largest_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t s = 0; s < a.size() && s < b.size(); ++s)
+    worst = std::fmax(worst, std::fabs(a[s] - b[s]) / std::fabs(b[s]));
+  return worst;
+}
+
+} // namespace mlp

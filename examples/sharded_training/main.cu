@@ -1,0 +1,163 @@
+// sharded_training — data_parallel_training's model (../data_parallel_training/mlp.cuh) trained
+// with Adam, whose float master weights and two moments are 12 bytes a parameter, two ways on
+// every GPU from the same start:
+//   data parallel: every GPU holds the whole optimizer state; the gradients are all_reduced;
+//   sharded (ZeRO): GPU i holds the optimizer state and master weights of block i of each layer
+//     only (1/n of them): cohort::gradient_buckets reduce-scatters each layer's gradients while
+//     the backward goes on, so that GPU i gets the mean of its block, GPU i updates that block,
+//     and `gather` all-gathers the updated bfloat16 weights to every GPU.
+// The program checks that the optimizer memory per GPU of the sharded run is 1/n of the
+// data-parallel one and that the losses are equal within rounding (both reduce in float in rank
+// order and round once, so they come out the same), and prints both and the step times.
+//
+//   build/examples/sharded_training [--layers 8 --width 2048 --batch 8192 --micro-batches 2
+//                                    --steps 20 --comm-blocks 32]
+#include "../data_parallel_training/mlp.cuh"
+
+#include <cstdio>
+#include <utility>
+
+namespace {
+
+// Adam's state for `elements` parameters on each member, zero moments.
+struct adam_state {
+  std::vector<cohort::device_buffer<float>> master, m, v;
+  adam_state(const mlp::model& model, std::size_t elements) {
+    for (std::size_t i = 0; i < model.members(); ++i) {
+      master.emplace_back(elements, model.compute(i));
+      m.emplace_back(elements, model.compute(i));
+      v.emplace_back(elements, model.compute(i));
+      m.back().fill_bytes(0);
+      v.back().fill_bytes(0);
+    }
+  }
+  std::size_t bytes_per_member() const {
+    return master[0].size_bytes() + m[0].size_bytes() + v[0].size_bytes();
+  }
+  // Adam on `n` elements of member i: the gradients and weights from g and w, the state from
+  // element `first` of its own.
+  void update(cohort::stream_ref s, std::size_t i, const mlp::bf16* g, mlp::bf16* w,
+              std::size_t first, std::size_t n, const mlp::adam_step& step) {
+    cohort::launch(s, mlp::grid_for(n), mlp::adam, g, w, master[i].data() + first,
+                   m[i].data() + first, v[i].data() + first, n, step);
+  }
+};
+
+mlp::adam_step adam_at(int step, float rate) {
+  const float beta1 = 0.9f, beta2 = 0.999f;
+  return {rate,
+          beta1,
+          beta2,
+          1e-8f,
+          1.0f - std::pow(beta1, static_cast<float>(step + 1)),
+          1.0f - std::pow(beta2, static_cast<float>(step + 1))};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (mlp::no_gpu()) return 0;
+  const mlp::options o = mlp::options::parse(argc, argv);
+  const int total = o.warmup + o.steps;
+  const float rate = 0.05f / static_cast<float>(o.width); // Adam's learning rate
+  cohort::device_group group = cohort::device_group::every_gpu_or_emulated(2);
+  const std::size_t n = group.size();
+  cohort::p2p_clique peers(group, cohort::p2p_clique_options{.max_blocks = o.comm_blocks});
+  mlp::model model(group, o);
+  const std::size_t stride = model.stride(), block = stride / n; // a layer, and a GPU's block
+  const int layers = o.layers;
+
+  // Data parallel: all of every layer's state on every member.
+  std::vector<double> dp_losses;
+  double t_dp = 0;
+  std::size_t dp_bytes = 0;
+  {
+    cohort::gradient_buckets<mlp::bf16> buckets(peers, model.compute_streams());
+    for (int l = 0; l < layers; ++l)
+      buckets.add(model.layer_of(/*gradients=*/true, l));
+    model.reset();
+    adam_state state(model, model.parameters());
+    dp_bytes = state.bytes_per_member();
+    for (std::size_t i = 0; i < n; ++i)
+      cohort::launch(model.compute(i), mlp::grid_for(model.parameters()), mlp::to_float,
+                     model.weights(i, 0), state.master[i].data(), model.parameters());
+    buckets.finish();
+    auto step = [&](int s) {
+      model.forward_backward(s, &buckets);
+      for (int l = layers - 1; l >= 0; --l) {
+        buckets.wait(l);
+        for (std::size_t i = 0; i < n; ++i)
+          state.update(model.compute(i), i, model.grads(i, l), model.weights(i, l), l * stride,
+                       stride, adam_at(s, rate));
+      }
+      buckets.finish();
+    };
+    for (int s = 0; s < o.warmup; ++s)
+      step(s);
+    t_dp = mlp::time_steps(model, o.warmup, o.steps, step);
+    dp_losses = model.losses(total);
+  }
+
+  // Sharded: member i's state covers block i of each layer, at l * block in its own buffers.
+  std::vector<double> zero_losses;
+  double t_zero = 0;
+  std::size_t zero_bytes = 0;
+  {
+    cohort::gradient_buckets<mlp::bf16> shards(
+        peers, model.compute_streams(), {.reduction = cohort::bucket_reduction::reduce_scatter});
+    for (int l = 0; l < layers; ++l)
+      shards.add(model.layer_of(/*gradients=*/true, l));
+    model.reset();
+    adam_state state(model, block * layers);
+    zero_bytes = state.bytes_per_member();
+    for (std::size_t i = 0; i < n; ++i)
+      for (int l = 0; l < layers; ++l)
+        cohort::launch(model.compute(i), mlp::grid_for(block), mlp::to_float,
+                       model.weights(i, l) + i * block, state.master[i].data() + l * block, block);
+    shards.finish();
+    auto step = [&](int s) {
+      model.forward_backward(s, &shards); // each bucket reduce-scattered as its layer is done
+      for (int l = layers - 1; l >= 0; --l) {
+        shards.wait(l);
+        for (std::size_t i = 0; i < n; ++i) {
+          const cuda::std::span<mlp::bf16> mine = shards.shard(l, i); // block i of the mean
+          state.update(model.compute(i), i, mine.data(), model.weights(i, l) + i * block, l * block,
+                       block, adam_at(s, rate));
+        }
+        shards.gather(l, model.layer_of(/*gradients=*/false, l)); // every block to every GPU
+      }
+      shards.finish();
+    };
+    for (int s = 0; s < o.warmup; ++s)
+      step(s);
+    t_zero = mlp::time_steps(model, o.warmup, o.steps, step);
+    zero_losses = model.losses(total);
+  }
+
+  std::printf("model: %d layers of %d x %d, bfloat16 storage, float arithmetic, Adam; %zu %s "
+              "GPU(s), %d rows a step\n",
+              layers, o.width, o.width, n, group.is_emulated() ? "emulated" : "real", o.batch);
+  std::printf("optimizer memory per GPU (master weights + 2 moments, float): data parallel %.1f "
+              "MiB, sharded %.1f MiB = %.4f of it (1/n = %.4f)\n",
+              dp_bytes / 1048576.0, zero_bytes / 1048576.0,
+              static_cast<double>(zero_bytes) / dp_bytes, 1.0 / n);
+  std::printf("step time: data parallel %.3f ms, sharded %.3f ms\n", t_dp, t_zero);
+  const double difference = mlp::largest_difference(zero_losses, dp_losses);
+  std::printf("loss: %.6f at step 0, %.6f at step %d (data parallel %.6f); largest relative "
+              "difference %.2e\n",
+              zero_losses.front(), zero_losses.back(), total - 1, dp_losses.back(), difference);
+
+  bool ok = true;
+  auto require = [&](bool condition, const char* what) {
+    if (!condition) std::printf("FAILED: %s\n", what);
+    ok = ok && condition;
+  };
+  require(zero_bytes * n == dp_bytes,
+          "the sharded optimizer state is 1/n of the data-parallel one");
+  require(difference <= 1e-6, "the sharded losses equal the data-parallel ones within rounding");
+  require(std::isfinite(zero_losses.back()) && zero_losses.back() < 0.95 * zero_losses.front(),
+          "the loss falls by 5 % or more");
+  if (!ok) return 1;
+  std::puts("sharded_training ok");
+  return 0;
+}

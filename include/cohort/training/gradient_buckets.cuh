@@ -1,0 +1,302 @@
+// cohort/training/gradient_buckets.cuh — data-parallel gradients reduced in buckets while the
+// backward pass still runs (as PyTorch DDP does), or reduce-scattered so that each member updates
+// only its shard of the weights (as ZeRO does).
+//
+//   cohort::p2p_clique peers(group);            // its collectives run on group.stream(i)
+//   std::vector<cohort::stream> compute;        // the model runs beside them, on streams of its own
+//   for (std::size_t i = 0; i < group.size(); ++i) compute.push_back(group.new_stream(i));
+//   cohort::gradient_buckets<__nv_bfloat16> buckets(peers, {compute.begin(), compute.end()});
+//   for (int l = 0; l < layers; ++l) buckets.add(gradients_of(l)); // one span per member
+//   for (int l = layers - 1; l >= 0; --l) {
+//     backward(l, compute);  // layer l's gradients, enqueued on every member's compute stream
+//     buckets.ready(l);      // their mean over the members starts as soon as they are done
+//   }
+//   buckets.finish();        // the compute streams wait for every bucket, the clique for them
+//
+// ZeRO's step: each bucket is cut into size() equal blocks; after `ready`, member i's block i is
+// the mean and the rest of its span is left as it was. Member i updates its block of the weights
+// (held in float, with the optimizer state, for that block only) and `gather` hands every member
+// the whole of them again:
+//
+//   cohort::gradient_buckets<__nv_bfloat16> sharded(
+//       peers, {compute.begin(), compute.end()},
+//       {.reduction = cohort::bucket_reduction::reduce_scatter});
+//   for (int l = 0; l < layers; ++l) sharded.add(gradients_of(l));
+//   for (int l = layers - 1; l >= 0; --l) {
+//     backward(l, compute);
+//     sharded.ready(l);
+//   }
+//   for (int l = 0; l < layers; ++l) {
+//     sharded.wait(l);                   // the compute streams wait for bucket l's blocks
+//     for (std::size_t i = 0; i < group.size(); ++i) update(sharded.shard(l, i), compute[i]);
+//     sharded.gather(l, weights_of(l));  // block i of member i's weights to every member
+//   }
+//   sharded.finish();
+//
+// Ordering. `ready(b)` records an event on every member's compute stream and makes the clique's
+// stream wait for it, then enqueues the collective there: the host never waits. `wait(b)` makes
+// the compute streams wait for bucket b's last collective; `finish()` joins the two streams of
+// every member both ways, so that the next round's backward cannot overwrite gradients a
+// collective still reads. Call `finish()` also before the first round where the clique's streams
+// hold work the backward must follow; under capture (group_graph captures the group's streams),
+// it is what brings the compute streams into the capture and back. A bucket is handed over once
+// between two `finish()` calls; `ready` on it again is refused (it would average it twice).
+//
+// The compute streams must be other streams than the clique's (on a member's own device; for an
+// emulated group, `device_group::new_stream(i)` gives one in the member's SM share), and outlive
+// the buckets; so must the clique and the spans' memory. Every argument is checked before
+// anything is enqueued.
+#pragma once
+
+#include "../communication/detail/arguments.cuh"
+#include "../communication/operators.cuh"
+#include "../devices/detail/nvtx.cuh"
+#include "../errors/argument_error.cuh"
+#include "../p2p/collectives.cuh"
+#include "../p2p/p2p_clique.cuh"
+#include "../streams/event.cuh"
+#include "../streams/stream_ref.cuh"
+
+#include <cuda/std/span>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cohort {
+
+enum class bucket_reduction {
+  all_reduce,     // every member gets the whole reduced bucket (data parallel)
+  reduce_scatter, // member i gets block i of it, each block 1/size() of the bucket (ZeRO)
+};
+
+struct gradient_bucket_options {
+  bucket_reduction reduction = bucket_reduction::all_reduce;
+  // The mean over the members (the gradient of the whole batch, where each member's gradient is
+  // the mean over its part), else the sum.
+  bool average = true;
+  // half and bfloat16 gradients are summed in float and rounded once.
+  p2p_options p2p = {.accumulate_in_float = true};
+};
+
+template <class T>
+class gradient_buckets {
+ public:
+  // `compute[i]`: the stream of member i that produces the gradients and consumes the result.
+  gradient_buckets(p2p_clique& peers, std::vector<stream_ref> compute,
+                   gradient_bucket_options options = {})
+      : peers_(&peers)
+      , compute_(std::move(compute))
+      , options_(options) {
+    constexpr const char* function = "gradient_buckets";
+    detail::require_count(compute_.size(), peers.size(), function, "compute",
+                          "one stream per member of the clique");
+    for (std::size_t i = 0; i < compute_.size(); ++i) {
+      const std::string name = "compute[" + std::to_string(i) + "]";
+      if (compute_[i].device() != peers.device(i))
+        detail::throw_invalid_argument(
+            function, name,
+            "is a stream of device " + std::to_string(compute_[i].device().get()) + "; member " +
+                std::to_string(i) + " is device " + std::to_string(peers.device(i).get()) + ".");
+      if (compute_[i] == peers.stream(i))
+        detail::throw_invalid_argument(
+            function, name,
+            "is the clique's own stream, where the collectives run: the reductions could not "
+            "overlap the backward. Use another stream (device_group::new_stream(" +
+                std::to_string(i) + ")).");
+    }
+    for (std::size_t i = 0; i < compute_.size(); ++i) {
+      end_of_compute_.emplace_back(compute_[i].device());
+      end_of_collectives_.emplace_back(compute_[i].device());
+    }
+  }
+
+  gradient_buckets(gradient_buckets&&) noexcept = default;
+  gradient_buckets& operator=(gradient_buckets&&) noexcept = default;
+
+  // A new bucket, returned by its index (0, 1, ... in the order added): one span per member, on
+  // that member's device, all the same size, apart from every other bucket's. For
+  // reduce_scatter, the size must divide into size() equal blocks (pad the bucket).
+  std::size_t add(std::vector<cuda::std::span<T>> gradients) {
+    constexpr const char* function = "gradient_buckets::add";
+    detail::p2p::require_on_members(*peers_, gradients, function, "gradients");
+    const std::size_t count = detail::p2p::common_size(gradients, function, "gradients");
+    detail::require_argument(count > 0, function, "gradients", "the spans are empty.");
+    if (options_.reduction == bucket_reduction::reduce_scatter && count % members() != 0)
+      detail::throw_invalid_argument(function, "gradients",
+                                     "holds " + std::to_string(count) +
+                                         " elements per member, which do not split into " +
+                                         std::to_string(members()) +
+                                         " equal blocks for reduce_scatter: pad the bucket to a "
+                                         "multiple of the members.");
+    // The collective's one check of its own that could fail later, after ready's waits.
+    if (options_.reduction == bucket_reduction::all_reduce &&
+        options_.p2p.algorithm == p2p_algorithm::one_shot &&
+        count * sizeof(T) > peers_->one_shot_limit())
+      detail::throw_invalid_argument(function, "gradients",
+                                     "holds " + std::to_string(count * sizeof(T)) +
+                                         " bytes per member, above the clique's one_shot_limit (" +
+                                         std::to_string(peers_->one_shot_limit()) +
+                                         ") that options.p2p.algorithm = one_shot needs.");
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      for (std::size_t i = 0; i < members(); ++i) {
+        const cuda::std::span<T> other = buckets_[b].spans[i];
+        if (gradients[i].data() < other.data() + other.size() &&
+            other.data() < gradients[i].data() + count)
+          detail::throw_invalid_argument(function, "gradients",
+                                         "member " + std::to_string(i) +
+                                             "'s span overlaps bucket " + std::to_string(b) +
+                                             "'s: it would be reduced twice.");
+      }
+    entry made{std::move(gradients), {}, {}, false};
+    for (std::size_t i = 0; i < members(); ++i) {
+      made.produced.emplace_back(compute_[i].device());
+      made.reduced.emplace_back(compute_[i].device());
+    }
+    buckets_.push_back(std::move(made));
+    return buckets_.size() - 1;
+  }
+
+  std::size_t size() const noexcept { return buckets_.size(); }
+  std::size_t members() const noexcept { return compute_.size(); }
+  stream_ref compute_stream(std::size_t member) const { return compute_.at(member); }
+  const gradient_bucket_options& options() const noexcept { return options_; }
+  // Elements per member in bucket `bucket`.
+  std::size_t count(std::size_t bucket) const {
+    return buckets_[checked(bucket, "gradient_buckets::count")].spans[0].size();
+  }
+
+  // What member `member` holds of the reduced bucket: block `member` for reduce_scatter, the whole
+  // span for all_reduce.
+  cuda::std::span<T> shard(std::size_t bucket, std::size_t member) const {
+    const entry& b = buckets_[checked(bucket, "gradient_buckets::shard")];
+    detail::require_argument(member < members(), "gradient_buckets::shard", "member",
+                             "is " + std::to_string(member) + "; the clique has " +
+                                 std::to_string(members()) + " members.");
+    if (options_.reduction == bucket_reduction::all_reduce) return b.spans[member];
+    const std::size_t block = b.spans[member].size() / members();
+    return b.spans[member].subspan(member * block, block);
+  }
+
+  // Bucket `bucket`'s gradients are complete on every compute stream (all that is enqueued there
+  // so far): its reduction runs on the clique's streams after them.
+  void ready(std::size_t bucket) {
+    constexpr const char* function = "gradient_buckets::ready";
+    entry& b = buckets_[checked(bucket, function)];
+    if (b.handed_over)
+      detail::throw_invalid_argument(function, "bucket",
+                                     std::to_string(bucket) +
+                                         " was handed over already since the last finish(); "
+                                         "call finish() to end a round before the next.");
+    const detail::nvtx_range range("gradient_buckets::ready", "bucket %zu, %zu elements", bucket,
+                                   b.spans[0].size());
+    after_compute(b);
+    with_operator([&](auto op) {
+      if (options_.reduction == bucket_reduction::all_reduce)
+        all_reduce(*peers_, b.spans, op, options_.p2p);
+      else
+        reduce_scatter(*peers_, b.spans, blocks(b.spans), op, options_.p2p);
+    });
+    b.handed_over = true;
+    record_reduced(b);
+  }
+
+  // Every compute stream waits for bucket `bucket`'s last collective (its reduction or gather).
+  void wait(std::size_t bucket) const {
+    const entry& b = buckets_[checked(bucket, "gradient_buckets::wait")];
+    for (std::size_t i = 0; i < members(); ++i)
+      compute_[i].wait(b.reduced[i]);
+  }
+
+  // reduce_scatter only: member i's block i of `data[i]` goes to every member (in place), after
+  // the compute streams' work so far. `data` is laid out as the bucket: one span per member, each
+  // as large as the bucket's.
+  void gather(std::size_t bucket, const std::vector<cuda::std::span<T>>& data) {
+    constexpr const char* function = "gradient_buckets::gather";
+    entry& b = buckets_[checked(bucket, function)];
+    detail::require_argument(options_.reduction == bucket_reduction::reduce_scatter, function,
+                             "this",
+                             "gathers shards: it needs buckets made with "
+                             "bucket_reduction::reduce_scatter.");
+    detail::p2p::require_on_members(*peers_, data, function, "data");
+    for (const auto& d : data)
+      detail::require_count(d.size(), b.spans[0].size(), function, "data",
+                            "per member, the size of bucket " + std::to_string(bucket));
+    const detail::nvtx_range range("gradient_buckets::gather", "bucket %zu", bucket);
+    after_compute(b);
+    all_gather(*peers_, blocks(data), data);
+    record_reduced(b);
+  }
+
+  // Every member's compute stream waits for everything enqueued on the clique's stream so far,
+  // and the clique's stream for everything on the compute stream; every bucket may be handed
+  // over again.
+  void finish() {
+    // The compute stream waits first, so that under capture of the clique's streams it joins the
+    // capture before anything is recorded on it.
+    for (std::size_t i = 0; i < members(); ++i) {
+      end_of_collectives_[i].record(peers_->stream(i));
+      compute_[i].wait(end_of_collectives_[i]);
+      end_of_compute_[i].record(compute_[i]);
+      peers_->stream(i).wait(end_of_compute_[i]);
+    }
+    for (entry& b : buckets_)
+      b.handed_over = false;
+  }
+
+ private:
+  struct entry {
+    std::vector<cuda::std::span<T>> spans;
+    std::vector<event> produced; // on the compute streams, before the collective
+    std::vector<event> reduced;  // on the clique's streams, after it
+    bool handed_over;
+  };
+
+  std::size_t checked(std::size_t bucket, const char* function) const {
+    if (bucket >= buckets_.size())
+      detail::throw_invalid_argument(function, "bucket",
+                                     "is " + std::to_string(bucket) + "; there are " +
+                                         std::to_string(buckets_.size()) + " buckets.");
+    return bucket;
+  }
+
+  // Member i's block i of each span (reduce_scatter's output, all_gather's input).
+  std::vector<cuda::std::span<T>> blocks(const std::vector<cuda::std::span<T>>& spans) const {
+    std::vector<cuda::std::span<T>> out;
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      const std::size_t block = spans[i].size() / members();
+      out.push_back(spans[i].subspan(i * block, block));
+    }
+    return out;
+  }
+
+  template <class Call>
+  void with_operator(Call&& call) const {
+    if (options_.average)
+      call(avg);
+    else
+      call(sum);
+  }
+
+  void after_compute(entry& b) {
+    for (std::size_t i = 0; i < members(); ++i) {
+      b.produced[i].record(compute_[i]);
+      peers_->stream(i).wait(b.produced[i]);
+    }
+  }
+
+  void record_reduced(entry& b) {
+    for (std::size_t i = 0; i < members(); ++i)
+      b.reduced[i].record(peers_->stream(i));
+  }
+
+  p2p_clique* peers_;
+  std::vector<stream_ref> compute_;
+  gradient_bucket_options options_;
+  std::vector<event> end_of_compute_;
+  std::vector<event> end_of_collectives_;
+  std::vector<entry> buckets_;
+};
+
+} // namespace cohort
