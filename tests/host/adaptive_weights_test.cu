@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -59,4 +60,80 @@ TEST_CASE("adaptive weights stay finite and positive under extreme measurements"
   const auto next = w.split(1000);
   CHECK(next.size() == 1000);
   CHECK(next.count(0) + next.count(1) + next.count(2) == 1000);
+}
+
+namespace {
+
+// Seconds per part of a simulated call over `used`, and its makespan.
+using cost_model = std::vector<double> (*)(const cohort::partition&);
+
+double makespan(const std::vector<double>& seconds) {
+  return *std::max_element(seconds.begin(), seconds.end());
+}
+
+// Calls split by the weights, each measured and recorded, as a balancer does; returns the
+// makespan of the split the weights settle on.
+double settle(cohort::adaptive_weights& w, std::size_t n, cost_model model, int calls) {
+  for (int c = 0; c < calls; ++c) {
+    const cohort::partition used = w.split(n);
+    w.record(used, model(used));
+  }
+  return makespan(model(w.split(n)));
+}
+
+// Two unequal members whose times do not depend on each other: member 1 does an item in a third
+// of member 0's time.
+std::vector<double> independent(const cohort::partition& p) {
+  return {3e-9 * static_cast<double>(p.count(0)), 1e-9 * static_cast<double>(p.count(1))};
+}
+
+// heterogeneous_split's case on two real GPUs: the data are in member 0's memory, member 1 (busy:
+// slower per item) reads its part over NVLink, and those reads compete with member 0's own work,
+// so member 1's time grows with member 0's share. Member 1 is slower at the even split, so its
+// speed says "move work to member 0", which makes the call slower (here at any share).
+std::vector<double> reads_the_peer(const cohort::partition& p) {
+  const double n = static_cast<double>(p.size());
+  const double s0 = static_cast<double>(p.count(0)) / n, s1 = static_cast<double>(p.count(1)) / n;
+  return {1e-3 * s0, 1.5e-3 * s1 + 2e-3 * s0};
+}
+
+} // namespace
+
+TEST_CASE("adaptive weights still converge where the members' times are independent") {
+  cohort::adaptive_weights w(2);
+  const std::size_t n = 1'000'000;
+  const double even = makespan(independent(cohort::partition::even(n, 2)));
+  const double optimum = makespan(independent(cohort::partition::from_counts({250'000, 750'000})));
+  const double settled = settle(w, n, independent, 30);
+  CHECK(settled <= optimum * 1.001);
+  CHECK(even / settled > 1.99);
+  CHECK(w.weights()[1] == doctest::Approx(0.75).epsilon(0.001));
+}
+
+TEST_CASE("adaptive weights never settle on a split slower than even when members slow each "
+          "other") {
+  // Before the makespan test, the speeds alone moved every item to member 0 (makespan 2 ms
+  // against the even split's 1.75 ms).
+  cohort::adaptive_weights w(2);
+  const std::size_t n = 1'000'000;
+  const double even = makespan(reads_the_peer(cohort::partition::even(n, 2)));
+  const double settled = settle(w, n, reads_the_peer, 30);
+  CHECK(settled <= even * (1 + 1e-4));
+  // Its tries shrink: after 30 calls the split it runs is within 0.1 % of even.
+  CHECK(std::abs(w.weights()[0] - 0.5) < 1e-3);
+}
+
+TEST_CASE("adaptive weights go back to the best split after a slower step and measure it again") {
+  cohort::adaptive_weights w(2, 1.0);
+  const cohort::partition even = cohort::partition::even(1000, 2);
+  w.record(even, {0.020, 0.010}); // the first best; its speeds say 1/3 : 2/3
+  CHECK(w.weights()[0] == doctest::Approx(1.0 / 3));
+  w.record(w.split(1000), {0.030, 0.030}); // slower than even: back to even
+  CHECK(w.weights()[0] == doctest::Approx(0.5));
+  CHECK(w.best_seconds_per_item() == doctest::Approx(0.020 / 1000));
+  // Measured again, even is slower than it was (the machine got busier): its fresh figure counts,
+  // and the next step goes half the way toward 1/3, not all of it.
+  w.record(w.split(1000), {0.040, 0.020});
+  CHECK(w.best_seconds_per_item() == doctest::Approx(0.040 / 1000));
+  CHECK(w.weights()[0] == doctest::Approx(0.5 + 0.5 * (1.0 / 3 - 0.5)));
 }
