@@ -17,6 +17,13 @@
 // half of a member's SMs (p2p_clique_options::max_blocks makes that less). Chunks must not share
 // memory that one chunk's computation writes and another's collective reads or writes.
 //
+// Load the computation's kernels first (run it once, alone): with CUDA's lazy loading, a kernel's
+// first launch may wait for the kernels running on its GPU, and a collective that waits there for
+// a peer whose chunk is that launch never ends (an emulated group is one GPU).
+// For the same reason the computation must not make the host wait for its GPU (cudaFree,
+// cudaDeviceSynchronize, a library that allocates as it goes): a collective may be waiting there
+// for the chunk the host has not enqueued yet.
+//
 // The group (its streams) must outlive the pipeline; it is used from the group's host thread.
 #pragma once
 
