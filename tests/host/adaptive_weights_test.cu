@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 TEST_CASE("adaptive weights start even and follow measured speeds") {
   cohort::adaptive_weights w(2, 1.0); // no smoothing: jump to the measurement
@@ -119,8 +120,9 @@ TEST_CASE("adaptive weights never settle on a split slower than even when member
   const double even = makespan(reads_the_peer(cohort::partition::even(n, 2)));
   const double settled = settle(w, n, reads_the_peer, 30);
   CHECK(settled <= even * (1 + 1e-4));
-  // Its tries shrink: after 30 calls the split it runs is within 0.1 % of even.
-  CHECK(std::abs(w.weights()[0] - 0.5) < 1e-3);
+  // Turned back, it tried the other way, giving the slow member more, which is faster here
+  // (member 1 alone: 1.5 ms).
+  CHECK(settled < 0.9 * even);
 }
 
 TEST_CASE("adaptive weights go back to the best split after a slower step and measure it again") {
@@ -132,8 +134,42 @@ TEST_CASE("adaptive weights go back to the best split after a slower step and me
   CHECK(w.weights()[0] == doctest::Approx(0.5));
   CHECK(w.best_seconds_per_item() == doctest::Approx(0.020 / 1000));
   // Measured again, even is slower than it was (the machine got busier): its fresh figure counts,
-  // and the next step goes half the way toward 1/3, not all of it.
+  // and the next step is half as long, the other way (away from 1/3).
   w.record(w.split(1000), {0.040, 0.020});
   CHECK(w.best_seconds_per_item() == doctest::Approx(0.040 / 1000));
-  CHECK(w.weights()[0] == doctest::Approx(0.5 + 0.5 * (1.0 / 3 - 0.5)));
+  CHECK(w.weights()[0] == doctest::Approx(0.5 - 0.5 * (1.0 / 3 - 0.5)));
+  // That step is faster: kept, the new best.
+  const std::vector<double> kept = w.weights();
+  w.record(w.split(1000), {0.030, 0.030});
+  CHECK(w.best_weights() == kept);
+  CHECK(w.best_seconds_per_item() == doctest::Approx(0.030 / 1000));
+}
+
+TEST_CASE("adaptive weights keep the even split's speed through noisy measurements") {
+  // Each member's time off by up to 5 % either way, uniformly (seeded: the same every run). The
+  // figure is what a user sees: the mean makespan of 10 calls after 30 to learn from (those 10
+  // still step and measure), over 20 seeds.
+  const std::size_t n = 1'000'000;
+  for (const cost_model model : {independent, reads_the_peer}) {
+    double ratio = 0.0;
+    for (unsigned seed = 1; seed <= 20; ++seed) {
+      std::mt19937 engine(seed);
+      auto noisy = [&](const cohort::partition& used) {
+        std::vector<double> seconds = model(used);
+        for (double& s : seconds)
+          s *= 1.0 + 0.05 * (2.0 * static_cast<double>(engine()) / 4294967296.0 - 1.0);
+        return seconds;
+      };
+      cohort::adaptive_weights w(2);
+      double total = 0.0;
+      for (int c = 0; c < 40; ++c) {
+        const cohort::partition used = w.split(n);
+        if (c >= 30) total += makespan(model(used));
+        w.record(used, noisy(used));
+      }
+      ratio += total / 10 / makespan(model(cohort::partition::even(n, 2))) / 20;
+    }
+    CAPTURE(ratio);
+    CHECK(ratio <= (model == independent ? 0.55 : 1.0));
+  }
 }

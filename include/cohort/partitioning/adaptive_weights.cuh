@@ -9,7 +9,9 @@
 // judged by what the caller waits for, the makespan: the longest part's time per item of the
 // whole. A step whose makespan is worse than the best split measured so far goes back to that
 // split, which is measured again (its figure is refreshed, so a stale lucky one does not stick),
-// and the steps from then on are half as long. The first split measured (even, unless the caller
+// and the next step is half as long and goes the other way (away from the speeds: where members
+// slow each other, the way out may be to give the slow one more); a step that is kept makes the
+// next one twice as long, up to `smoothing`. The first split measured (even, unless the caller
 // split otherwise) is the first best: the weights never settle on a split slower than it.
 //
 //   cohort::adaptive_weights w(2);                        // starts even
@@ -32,7 +34,8 @@ class adaptive_weights {
   explicit adaptive_weights(std::size_t parts, double smoothing = 0.5)
       : weights_(parts, 1.0 / static_cast<double>(parts))
       , best_(weights_)
-      , step_(smoothing) {
+      , step_(smoothing)
+      , smoothing_(smoothing) {
     detail::require_argument(parts > 0, "adaptive_weights", "parts", "must be at least 1.");
     detail::require_argument(smoothing > 0.0 && smoothing <= 1.0, "adaptive_weights", "smoothing",
                              "must be in (0, 1].");
@@ -66,13 +69,17 @@ class adaptive_weights {
     // Per item, so that calls over different n compare.
     const double cost = makespan / static_cast<double>(used.size());
     if (!remeasuring_ && measured_once_ && cost > best_cost_) {
-      // The step made the call slower: back to the best split, and shorter steps from now on.
+      // The step made the call slower: back to the best split; the next step is shorter and goes
+      // the other way.
       weights_ = best_;
-      step_ *= 0.5;
+      step_ *= -0.5;
       remeasuring_ = true;
       return;
     }
-    if (!remeasuring_) best_ = weights_;
+    if (!remeasuring_) {
+      if (measured_once_) step_ = std::copysign(std::min(2.0 * std::abs(step_), smoothing_), step_);
+      best_ = weights_;
+    }
     best_cost_ = cost; // an improvement, or the best split's fresh figure
     measured_once_ = true;
     remeasuring_ = false;
@@ -115,7 +122,8 @@ class adaptive_weights {
   std::vector<double> weights_; // sum to 1: the split to run next
   std::vector<double> best_;    // the weights of the best split measured
   double best_cost_ = 0.0;      // its makespan per item
-  double step_;                 // how far a step goes toward the measured speeds
+  double step_;      // how far a step goes toward the measured speeds (< 0: away from them)
+  double smoothing_; // the longest step
   bool measured_once_ = false;
   bool remeasuring_ = false; // weights_ went back to best_: the next record measures it again
 };
