@@ -28,6 +28,7 @@
 
 #include "execution/adaptive_balancer.cuh"
 #include "execution/capability.cuh"
+#include "execution/chunk_pipeline.cuh"
 #include "execution/device_group.cuh"
 #include "execution/graph.cuh"
 #include "execution/launch.cuh"

@@ -2,7 +2,11 @@
 //
 // Times each member's share of a call with events on its stream, and on a later call (once those
 // events have completed; it never waits for them) moves work toward the faster members. This is
-// the fix for unequal or busy GPUs, where an even split leaves the fast one idle.
+// the fix for unequal or busy GPUs, where an even split leaves the fast one idle. A move is kept
+// only if the call's makespan (its slowest member's time) did not grow; otherwise the next call
+// goes back to the best split measured and then tries a shorter move the other way
+// (adaptive_weights), so where members slow each other (one reads the other's memory) it keeps at
+// least the speed of the even split it starts from.
 //
 // Calls whose splits differ are ordered where they must be: when the split changes, `next_split`
 // makes each member whose range changed wait (on its stream) for the previous call's members that
