@@ -355,7 +355,10 @@ TEST_CASE("a clique destroyed right after a one-shot call frees its memory only 
   CHECK(wrong == 0);
 }
 
-TEST_CASE("a launch that fails part-way releases the ranks that launched and breaks the clique") {
+// Alone on the GPU (docs/design.md): beside other processes that time-share it, the release
+// kernel was seen not to reach an emulated member's waiting kernel.
+TEST_CASE("a launch that fails part-way releases the ranks that launched and breaks the clique "
+          "[serial]") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (const std::size_t members : {2, 3}) {
     CAPTURE(members);
