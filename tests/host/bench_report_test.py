@@ -7,6 +7,7 @@ import json
 import sys
 import tempfile
 import unittest
+from unittest import mock
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,6 +174,29 @@ class ReportTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             self.assertEqual(run.plot(tables, Path(out)),
                              ["all_reduce_time.png", "all_reduce_busbw.png", "scaling_efficiency.png"])
+
+    @unittest.skipUnless(has_matplotlib, "matplotlib is not installed")
+    def test_log_axes_keep_log_ticks_and_gpu_counts_whole_ones(self):
+        # The busbw plot once got the GPU-count locator of the scaling plot, which garbled its
+        # log axis: each figure's x axis is recorded as it is saved.
+        import matplotlib
+        matplotlib.use("Agg")
+        from matplotlib.figure import Figure
+        seen, original = {}, Figure.savefig
+
+        def record(fig, path, *args, **kwargs):
+            ax = fig.axes[0]
+            seen[Path(path).name] = (ax.get_xscale(), type(ax.xaxis.get_major_locator()).__name__)
+            return original(fig, path, *args, **kwargs)
+
+        tables = tables_of(nccl_bench="2026-11-30-h200x2-report/nccl_bench.txt",
+                           p2p_bench="2026-11-30-h200x2-report/p2p_bench.txt",
+                           for_each_bench="2026-11-30-h200x2-report/for_each_bench.txt")
+        with mock.patch.object(Figure, "savefig", record), tempfile.TemporaryDirectory() as out:
+            run.plot(tables, Path(out))
+        self.assertEqual(seen["all_reduce_time.png"], ("log", "LogLocator"))
+        self.assertEqual(seen["all_reduce_busbw.png"], ("log", "LogLocator"))
+        self.assertEqual(seen["scaling_efficiency.png"], ("linear", "MaxNLocator"))
 
     def test_the_time_plot_has_the_four_all_reduce_curves(self):
         t = run.find({"p2p_bench": run.parse_tables(SYNTHETIC.read_text())}, "p2p_bench", "automatic us")
