@@ -13,14 +13,15 @@
 # doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check.
 # --sanitizers-only skips ctest, the examples and the benchmarks (a second call on a warm machine).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
-# (multi_device_for_each's and p2p all_reduce's ranges), each limited to 120 s: that ncu sees cohort's ranges (domain `cohort`)
-# and profiles only the kernels inside them (ncu.log).
+# (multi_device_for_each's and p2p all_reduce's ranges), each limited to 120 s: that ncu sees
+# cohort's ranges (domain `cohort`) and profiles only the kernels inside them (ncu.log).
 # --quick DOCTEST-FILTER builds only the GPU test program and the --benchmarks, and runs that
 # program with the filter (e.g. --source-file='*graph_test*') instead of the whole ctest suite and
 # the examples: a short check of one area. --bench-args passes arguments to every benchmark.
 # --labels REGEX runs only the ctest tests with those labels (e.g. gpu), besides the examples.
-# --targets "NAME..." builds only those targets (with the GPU test program and the --benchmarks)
-# and skips ctest and the examples: for a call that runs benchmarks, ncu or the sanitizers only.
+# --targets "NAME..." builds only those targets (with the GPU test program and the --benchmarks;
+# --targets "" builds just those two) and skips ctest and the examples: for a call that runs
+# benchmarks, ncu or the sanitizers only.
 # --parallel-sanitizers runs the sanitizer tools side by side (one GPU process each, logs
 # sanitizer-TOOL.log, packed into sanitizer.tar.gz) so that all four fit in one call.
 set -u -o pipefail
@@ -35,7 +36,7 @@ sanitize=1 bench=1 sanitizer_timeout=180
 benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck initcheck" cases=""
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each.
 exclude='*past 2^31*,*000 back-to-back*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
-targets="" parallel_sanitizers=0
+targets="" build_only=0 parallel_sanitizers=0
 
 while (($#)); do
   case $1 in
@@ -52,7 +53,7 @@ while (($#)); do
     --bench-args) bench_args=$2; shift ;;
     --labels) labels=$2; shift ;;
     --ncu) ncu=1 ;;
-    --targets) targets=$2; tests=0; shift ;;
+    --targets) targets=$2; build_only=1; tests=0; shift ;;
     --parallel-sanitizers) parallel_sanitizers=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
@@ -76,7 +77,7 @@ if [[ -n $quick ]]; then
   step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $benchmarks || exit 1
   step quick build/tests/gpu/gpu_tests "$quick"
   grep -E "test cases:|assertions:" "$out/quick.log" | tail -2
-elif [[ -n $targets ]]; then
+elif ((build_only)); then
   step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $benchmarks $targets || exit 1
 else
   # -k 0: a target that fails does not stop the others (their tests still run; the step fails).
