@@ -6,12 +6,14 @@
 #
 # Usage: scripts/gpu_check.sh [--no-sanitizer] [--no-bench] [--sanitizer-timeout SECONDS]
 #          [--benchmarks "NAME..."] [--tools "memcheck racecheck synccheck initcheck"] [--cases DOCTEST-FILTER]
-#          [--exclude TEST-CASE-PATTERNS] [--one-gpu-pass] [--sanitizers-only] [--ncu]
+#          [--exclude TEST-CASE-PATTERNS] [--one-gpu-pass] [--sanitizers-only] [--ncu] [--no-build]
 # --one-gpu-pass also runs the GPU test program and p2p_bench (to 64 MiB) with only GPU 0 visible,
 # so that multi-GPU tests run on emulated groups (onegpu.log).
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
 # doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check.
 # --sanitizers-only skips ctest, the examples and the benchmarks (a second call on a warm machine).
+# --no-build skips configuring and building: a later call on a warm machine reuses the build/ of
+# the call before (the working tree copied again may look newer to ninja and rebuild everything).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
 # (multi_device_for_each's and p2p all_reduce's ranges), each limited to 120 s: that ncu sees
 # cohort's ranges (domain `cohort`) and profiles only the kernels inside them (ncu.log).
@@ -34,9 +36,10 @@ export NCCL_NVLS_ENABLE=0 # never use NVLink multicast on shared machines
 export COHORT_P2P_PATIENCE_MS=${COHORT_P2P_PATIENCE_MS:-60000}
 sanitize=1 bench=1 sanitizer_timeout=180
 benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck initcheck" cases=""
-# The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each.
-exclude='*past 2^31*,*000 back-to-back*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
-targets="" build_only=0 parallel_sanitizers=0
+# The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each;
+# the two-thread clique case hangs under the tools (see the sanitizer step below).
+exclude='*000 back-to-back*,*two threads, each with its own group*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
+targets="" build_only=0 parallel_sanitizers=0 no_build=0
 
 while (($#)); do
   case $1 in
@@ -55,6 +58,7 @@ while (($#)); do
     --ncu) ncu=1 ;;
     --targets) targets=$2; build_only=1; tests=0; shift ;;
     --parallel-sanitizers) parallel_sanitizers=1 ;;
+    --no-build) no_build=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -72,16 +76,21 @@ step() { # step NAME COMMAND...: runs COMMAND, appends to $out/NAME.log, records
 { date -u; nvidia-smi; nvidia-smi topo -m; nvcc --version; cmake --version; } >"$out/env.log" 2>&1
 grep -E "Driver Version|NVIDIA H|release" "$out/env.log" | head -5
 
-step build cmake --preset default || exit 1
+if ((no_build)); then
+  [[ -x build/tests/gpu/gpu_tests ]] || { echo "!! --no-build: build/tests/gpu/gpu_tests is missing"; exit 1; }
+  echo "== build: skipped (--no-build)"
+else
+  step build cmake --preset default || exit 1
+  if [[ -n $quick ]] || ((build_only)); then
+    step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $benchmarks $targets || exit 1
+  else
+    # -k 0: a target that fails does not stop the others (their tests still run; the step fails).
+    step build cmake --build --preset default -j "$(nproc)" -- -k 0
+  fi
+fi
 if [[ -n $quick ]]; then
-  step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $benchmarks || exit 1
   step quick build/tests/gpu/gpu_tests "$quick"
   grep -E "test cases:|assertions:" "$out/quick.log" | tail -2
-elif ((build_only)); then
-  step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $benchmarks $targets || exit 1
-else
-  # -k 0: a target that fails does not stop the others (their tests still run; the step fails).
-  step build cmake --build --preset default -j "$(nproc)" -- -k 0
 fi
 # Everything but the examples, then the examples (serially, verbosely: what each printed is kept
 # in examples.log), so that each test runs once.
@@ -122,9 +131,14 @@ if ((ncu)); then
 fi
 
 if ((sanitize)); then
-  # API errors the tests provoke on purpose (an allocation too large) are not defects. The case
-  # past 2^31 elements and the back-to-back load cases (thousands of launches) are left out: under
-  # the sanitizers they would outlast the lease. NCCL's own
+  # API errors the tests provoke on purpose (an allocation too large) are not defects. The
+  # back-to-back load cases (thousands of launches) are left out: under the sanitizers they would
+  # outlast the lease. So is "two threads, each with its own group and clique on the same GPUs":
+  # natively it passes, but under memcheck (CUDA 13.0, one H200) one clique's rank 0 waits out its
+  # whole patience for a rank 1 that never runs, and the lost context fails every later case; the
+  # tool serialises CUDA calls across host threads, and the cause is not yet pinned down
+  # (docs/testing.md). --duration=true prints each case's time, so that a pass cut off by its
+  # time-out still shows how far it got. NCCL's own
   # kernels are not instrumented: synccheck flags their named barriers (NCCL 2.28.3,
   # ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE) and memcheck their LL protocol reading a whole
   # 4-byte word of a 2-byte buffer; both are NCCL's, and a flagged kernel loses the context for
@@ -148,7 +162,7 @@ if ((sanitize)); then
     command=(env COHORT_NO_SM_PARTITIONING=$no_shares COHORT_P2P_PATIENCE_MS=${COHORT_SANITIZER_PATIENCE_MS:-300000}
       timeout "$sanitizer_timeout" compute-sanitizer --tool "$tool" --error-exitcode 99
       --report-api-errors no --kernel-name-exclude kns=ncclDevKernel
-      build/tests/gpu/gpu_tests --test-case-exclude="$exclude" ${initcheck_only[@]+"${initcheck_only[@]}"}
+      build/tests/gpu/gpu_tests --duration=true --test-case-exclude="$exclude" ${initcheck_only[@]+"${initcheck_only[@]}"}
       ${cases:+"$cases"})
     if ((parallel_sanitizers)); then
       echo "== sanitizer ($tool, in the background): ${command[*]}"

@@ -36,7 +36,7 @@ struct step {
   __device__ void operator()(std::size_t i) const {
     if (i < n / 2) {
       const unsigned long long began = cohort::testing::global_nanoseconds();
-      while (cohort::testing::global_nanoseconds() - began < 20'000)
+      while (cohort::testing::global_nanoseconds() - began < 1'000'000)
         ;
     }
     x[i] = host_step(x[i], i, n, call);
@@ -321,12 +321,15 @@ TEST_CASE("calls split by a balancer that moves indices are ordered after their 
   for (std::size_t i = 0; i < n; ++i)
     host[i] = host_step(host[i], i, n, 0);
 
-  // Call 1 (timed): member 0 holds the slow first half. It runs after a 100 ms delay, so that
-  // call 2 finds its timing not yet in and keeps the same split.
-  cohort::testing::launch_write_after_delay(group.stream(0), scratch.data(), 1, 1, 100'000'000ull);
+  // Call 1 (timed): member 0 holds the slow first half (a millisecond a thread). Member 1's part
+  // runs after a 100 ms delay, so that call 2 finds call 1's timing not yet in and keeps the same
+  // split. The delay is ahead of member 1's timing events, and it can only slow member 0 (where a
+  // tool runs the two members' kernels by turns), so the split moves toward member 1 either way.
+  cohort::testing::launch_write_after_delay(group.stream(1), scratch.data(), 1, 1, 100'000'000ull);
   cohort::multi_device_for_each_n(group, n, step{x.data(), n, 1}, balancer);
-  cohort::event first_done(d);
-  first_done.record(group.stream(0));
+  cohort::event first_done(d), first_done_0(d);
+  first_done.record(group.stream(1));
+  first_done_0.record(group.stream(0)); // before the next delay on member 0's stream
   // Call 2 (same split): member 0's part runs 400 ms later still.
   cohort::testing::launch_write_after_delay(group.stream(0), scratch.data(), 1, 2, 400'000'000ull);
   cohort::multi_device_for_each_n(group, n, step{x.data(), n, 2}, balancer);
@@ -334,6 +337,7 @@ TEST_CASE("calls split by a balancer that moves indices are ordered after their 
   // Call 3: call 1's timing is in, so member 1 takes part of member 0's indices while call 2's
   // member 0 has not yet written them. Without ordering, member 1 writes them first.
   first_done.synchronize();
+  first_done_0.synchronize();
   cohort::multi_device_for_each_n(group, n, step{x.data(), n, 3}, balancer);
   const std::vector<double> after = balancer.weights();
   // Everything queued must finish before a failed check unwinds and frees what it writes.
