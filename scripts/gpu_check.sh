@@ -7,11 +7,15 @@
 # Usage: scripts/gpu_check.sh [--no-sanitizer] [--no-bench] [--sanitizer-timeout SECONDS]
 #          [--benchmarks "NAME..."] [--tools "memcheck racecheck synccheck initcheck"] [--cases DOCTEST-FILTER]
 #          [--exclude TEST-CASE-PATTERNS] [--one-gpu-pass] [--sanitizers-only] [--ncu] [--no-build]
+#          [--nccl-sockets]
 # --one-gpu-pass also runs the GPU test program and p2p_bench (to 64 MiB) with only GPU 0 visible,
 # so that multi-GPU tests run on emulated groups (onegpu.log).
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
 # doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check.
 # --sanitizers-only skips ctest, the examples and the benchmarks (a second call on a warm machine).
+# --nccl-sockets runs the GPU program's NCCL cases again, single-process, with NCCL kept off its
+# peer-to-peer and shared-memory transports (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: the socket
+# path used between nodes), into nccl_sockets.log; the mpirun variants do the same under ctest.
 # --no-build skips configuring and building: a later call on a warm machine reuses the build/ of
 # the call before (the working tree copied again may look newer to ninja and rebuild everything).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
@@ -39,7 +43,7 @@ benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck syncc
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each;
 # the two-thread clique case hangs under the tools (see the sanitizer step below).
 exclude='*000 back-to-back*,*two threads, each with its own group*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
-targets="" build_only=0 parallel_sanitizers=0 no_build=0
+targets="" build_only=0 parallel_sanitizers=0 no_build=0 nccl_sockets=0
 
 while (($#)); do
   case $1 in
@@ -59,6 +63,7 @@ while (($#)); do
     --targets) targets=$2; build_only=1; tests=0; shift ;;
     --parallel-sanitizers) parallel_sanitizers=1 ;;
     --no-build) no_build=1 ;;
+    --nccl-sockets) nccl_sockets=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -112,6 +117,12 @@ if ((one_gpu)); then
   step onegpu env CUDA_VISIBLE_DEVICES=0 build/tests/gpu/gpu_tests --test-case-exclude='*past 2^31*'
   grep -E "test cases:" "$out/onegpu.log" | tail -1
   ((bench)) && step onegpu env CUDA_VISIBLE_DEVICES=0 build/benchmarks/p2p_bench 67108864
+fi
+
+if ((nccl_sockets)); then
+  step nccl_sockets env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 build/tests/gpu/gpu_tests \
+    --source-file='*nccl_test*'
+  grep -E "test cases:|assertions:" "$out/nccl_sockets.log" | tail -2
 fi
 
 if ((ncu)); then
