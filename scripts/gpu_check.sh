@@ -38,7 +38,7 @@ export NCCL_NVLS_ENABLE=0 # never use NVLink multicast on shared machines
 # A p2p barrier that waits a minute for a peer stops its kernel: a defect costs the run a minute,
 # not the default five (cliques made with their own patience keep it).
 export COHORT_P2P_PATIENCE_MS=${COHORT_P2P_PATIENCE_MS:-60000}
-sanitize=1 bench=1 sanitizer_timeout=180
+sanitize=1 bench=1 sanitizer_timeout=300 # per tool: memcheck took 199 s alone (session 6)
 benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck initcheck" cases=""
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each;
 # the two-thread clique case hangs under the tools (see the sanitizer step below).
