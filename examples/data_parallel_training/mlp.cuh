@@ -6,6 +6,8 @@
 // stream of its own, beside the clique's stream where the gradients are reduced.
 #pragma once
 
+#include "../common/cublas_handle.cuh"
+
 #include <cohort/cohort.cuh>
 
 #include <cub/block/block_reduce.cuh>
@@ -71,43 +73,28 @@ inline bool no_gpu() {
   return true;
 }
 
-inline void check_cublas(cublasStatus_t status, const char* call, int device) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(call) + " failed on device " + std::to_string(device) +
-                             " (cuBLAS status " + std::to_string(static_cast<int>(status)) + ")");
-}
-
-// One cuBLAS handle bound to one stream, destroyed on its device.
+// One cuBLAS handle bound to one stream (../common/cublas_handle.cuh: with a workspace of its
+// own, so that cuBLAS never allocates during a GEMM that a bucket's all_reduce may wait for).
 class blas {
  public:
   explicit blas(cohort::stream_ref stream)
-      : device_(stream.device()) {
-    cohort::scoped_device on(device_);
-    check_cublas(cublasCreate(&handle_), "cublasCreate", device_.get());
-    check_cublas(cublasSetStream(handle_, stream.native_handle()), "cublasSetStream",
-                 device_.get());
-  }
-  blas(const blas&) = delete;
-  blas& operator=(const blas&) = delete;
-  ~blas() {
-    cohort::scoped_device on(device_);
-    (void)cublasDestroy(handle_);
-  }
+      : stream_(stream)
+      , handle_(stream) {}
   // C (m × n) = op(A) · op(B) + beta · C, column-major bfloat16, accumulated in float.
   void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const bf16* a, int lda,
             const bf16* b, int ldb, float beta, bf16* c, int ldc) {
-    cohort::scoped_device on(device_);
+    cohort::scoped_device on(handle_.device());
     const float one = 1.0f;
-    check_cublas(cublasGemmEx(handle_, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+    check_cublas(cublasGemmEx(handle_.on(stream_), transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                               transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, a,
                               CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &beta, c, CUDA_R_16BF, ldc,
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx", device_.get());
+                 "cublasGemmEx", handle_.device().get());
   }
 
  private:
-  cohort::device_ref device_;
-  cublasHandle_t handle_ = nullptr;
+  cohort::stream_ref stream_;
+  cublas_handle handle_;
 };
 
 // A value in [-1, 1) from two indices (the same on every GPU and in every run).

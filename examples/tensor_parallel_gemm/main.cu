@@ -11,6 +11,8 @@
 // cohort's peer-to-peer engine, so the program runs on an emulated group (one GPU) as well.
 //
 //   build/examples/tensor_parallel_gemm [M N K]      (default 8192 8192 8192, floats)
+#include "../common/cublas_handle.cuh"
+
 #include <cohort/cohort.cuh>
 
 #include <cublas_v2.h>
@@ -26,52 +28,25 @@
 
 namespace {
 
-void check_cublas(cublasStatus_t status, const char* call, int device) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(call) + " failed on device " + std::to_string(device) +
-                             " (cuBLAS status " + std::to_string(static_cast<int>(status)) + ")");
-}
-
-// One cuBLAS handle on one member's device, with a workspace of its own, destroyed on its
-// device. cublasSetStream puts the handle back on cuBLAS's default workspace, so each call sets
-// ours again: cuBLAS then never allocates or frees during a call, which could wait for the GPU
-// while an all_reduce there waits for this very GEMM.
+// One cuBLAS handle on one member's device (../common/cublas_handle.cuh: with a workspace of its
+// own, so that cuBLAS never allocates during a GEMM that an all_reduce may be waiting for).
 class blas {
  public:
   explicit blas(cohort::stream_ref stream)
-      : device_(stream.device())
-      , workspace_(workspace_bytes, stream) {
-    cohort::scoped_device on(device_);
-    check_cublas(cublasCreate(&handle_), "cublasCreate", device_.get());
-  }
-  blas(const blas&) = delete;
-  blas& operator=(const blas&) = delete;
-  ~blas() {
-    cohort::scoped_device on(device_);
-    (void)cublasDestroy(handle_);
-  }
+      : handle_(stream) {}
   // C (m × n, leading dimension m) = A (m × k, leading dimension lda) · B (k × n, ldb),
   // column-major, on `stream`.
   void gemm(cohort::stream_ref stream, int m, int n, int k, const float* a, int lda, const float* b,
             int ldb, float* c) {
-    cohort::scoped_device on(device_);
-    check_cublas(cublasSetStream(handle_, stream.native_handle()), "cublasSetStream",
-                 device_.get());
-    check_cublas(cublasSetWorkspace(handle_, workspace_.data(), workspace_bytes),
-                 "cublasSetWorkspace", device_.get());
+    cohort::scoped_device on(handle_.device());
     const float one = 1.0f, zero = 0.0f;
-    check_cublas(
-        cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, lda, b, ldb, &zero, c, m),
-        "cublasSgemm", device_.get());
+    check_cublas(cublasSgemm(handle_.on(stream), CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, lda, b,
+                             ldb, &zero, c, m),
+                 "cublasSgemm", handle_.device().get());
   }
 
  private:
-  // What cuBLAS's guide advises for Hopper.
-  static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
-
-  cohort::device_ref device_;
-  cohort::device_buffer<unsigned char> workspace_;
-  cublasHandle_t handle_ = nullptr;
+  cublas_handle handle_;
 };
 
 // The matrices' entries, from their global indices: every GPU makes its own slice, no copies.

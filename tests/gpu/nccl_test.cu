@@ -193,9 +193,7 @@ TEST_CASE_TEMPLATE("a clique all-reduces every type with every operator", T, flo
       nccl.wait(120s);
       std::size_t wrong = 0;
       for (int r = 0; r < ranks; ++r) {
-        std::vector<T> out(n);
-        recv.local(r).copy_to_host(out);
-        group.synchronize();
+        const std::vector<T> out = cohort::testing::shard_to_host(recv, r);
         for (std::size_t i = 0; i < n; ++i) {
           double e = as_double(in[0][i]);
           for (int q = 1; q < ranks; ++q) {
@@ -243,9 +241,7 @@ TEST_CASE("a clique keeps working after its group is moved and the old group is 
   nccl.wait(120s);
   std::size_t wrong = 0;
   for (int r = 0; r < ranks; ++r) {
-    std::vector<int> out(n);
-    recv.local(r).copy_to_host(out);
-    group.synchronize();
+    const std::vector<int> out = cohort::testing::shard_to_host(recv, r);
     for (std::size_t i = 0; i < n; ++i) {
       long long e = 0;
       for (int q = 0; q < ranks; ++q)

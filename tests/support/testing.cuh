@@ -89,6 +89,15 @@ T poison_value() {
   return value;
 }
 
+// Member r's shard of `x`, read back: copied on the shard's stream, which is then synchronized.
+template <class T>
+std::vector<T> shard_to_host(const distributed_buffer<T>& x, std::size_t r) {
+  std::vector<T> out(x.local(r).size());
+  x.local(r).copy_to_host(out);
+  x.local(r).stream().synchronize();
+  return out;
+}
+
 } // namespace cohort::testing
 
 // Ends the current test case as skipped unless `n` real GPUs are visible.

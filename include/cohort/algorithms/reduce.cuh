@@ -122,15 +122,14 @@ __device__ void store_partial(maybe<T>* out, const maybe<V>& result) {
 // the tiles in order. Whole tiles take the plain path (no "nothing" to test per item); only a
 // warp's last, partial tile pays for maybe<V>. The warps' results are folded in order into
 // out[b].
-template <class T, class V, class Input, class Transform, class Op,
-          int per_lane = reduce_items_per_lane<typename std::iterator_traits<Input>::value_type>,
-          cub::WarpLoadAlgorithm algorithm = cub::WARP_LOAD_VECTORIZE>
+template <class T, class V, class Input, class Transform, class Op>
 __global__ void __launch_bounds__(reduce_block_threads)
     reduce_in_order(Input input, std::size_t count, std::size_t per_warp, Transform transform,
                     Op op, maybe<T>* out) {
   using U = typename std::iterator_traits<Input>::value_type;
+  constexpr int per_lane = reduce_items_per_lane<U>;
   constexpr int tile = 32 * per_lane;
-  using load = cub::WarpLoad<U, per_lane, algorithm>;
+  using load = cub::WarpLoad<U, per_lane, cub::WARP_LOAD_VECTORIZE>;
   using reduce_whole = cub::WarpReduce<V>;
   using reduce_partial = cub::WarpReduce<maybe<V>>;
   __shared__ typename load::TempStorage load_storage[reduce_block_warps];

@@ -27,7 +27,6 @@
 
 #include "../devices/detail/nvtx.cuh"
 #include "../devices/device_ref.cuh"
-#include "../devices/properties.cuh"
 #include "../devices/topology.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
