@@ -7,7 +7,7 @@
 # Usage: scripts/gpu_check.sh [--no-sanitizer] [--no-bench] [--sanitizer-timeout SECONDS]
 #          [--benchmarks "NAME..."] [--tools "memcheck racecheck synccheck initcheck"] [--cases DOCTEST-FILTER]
 #          [--exclude TEST-CASE-PATTERNS] [--one-gpu-pass] [--sanitizers-only] [--ncu] [--no-build]
-#          [--nccl-sockets]
+#          [--nccl-sockets] [--diagnose-two-threads]
 # --one-gpu-pass also runs the GPU test program and p2p_bench (to 64 MiB) with only GPU 0 visible,
 # so that multi-GPU tests run on emulated groups (onegpu.log).
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
@@ -16,6 +16,10 @@
 # --nccl-sockets runs the GPU program's NCCL cases again, single-process, with NCCL kept off its
 # peer-to-peer and shared-memory transports (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: the socket
 # path used between nodes), into nccl_sockets.log; the mpirun variants do the same under ctest.
+# --diagnose-two-threads runs the two-thread clique case alone three ways, each stopped after 90 s
+# with a 30 s patience (diagnose.log): natively with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream
+# on one hardware queue), under memcheck with CUDA_DEVICE_MAX_CONNECTIONS=32, and under memcheck
+# with COHORT_NO_SM_PARTITIONING=1: whether shared hardware work queues make it hang.
 # --no-build skips configuring and building: a later call on a warm machine reuses the build/ of
 # the call before (the working tree copied again may look newer to ninja and rebuild everything).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
@@ -42,8 +46,8 @@ sanitize=1 bench=1 sanitizer_timeout=300 # per tool: memcheck took 199 s alone (
 benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck initcheck" cases=""
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each;
 # the two-thread clique case hangs under the tools (see the sanitizer step below).
-exclude='*000 back-to-back*,*two threads, each with its own group*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
-targets="" build_only=0 parallel_sanitizers=0 no_build=0 nccl_sockets=0
+exclude='*000 back-to-back*,*two threads*each with its own group*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
+targets="" build_only=0 parallel_sanitizers=0 no_build=0 nccl_sockets=0 diagnose=0
 
 while (($#)); do
   case $1 in
@@ -64,6 +68,7 @@ while (($#)); do
     --parallel-sanitizers) parallel_sanitizers=1 ;;
     --no-build) no_build=1 ;;
     --nccl-sockets) nccl_sockets=1 ;;
+    --diagnose-two-threads) diagnose=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -123,6 +128,19 @@ if ((nccl_sockets)); then
   step nccl_sockets env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 build/tests/gpu/gpu_tests \
     --source-file='*nccl_test*'
   grep -E "test cases:|assertions:" "$out/nccl_sockets.log" | tail -2
+fi
+
+if ((diagnose)); then
+  two_threads=(--duration=true --test-case='two threads*each with its own group*')
+  for way in "CUDA_DEVICE_MAX_CONNECTIONS=1" \
+    "CUDA_DEVICE_MAX_CONNECTIONS=32 compute-sanitizer --tool memcheck" \
+    "COHORT_NO_SM_PARTITIONING=1 compute-sanitizer --tool memcheck"; do
+    echo "-- $way" >>"$out/diagnose.log"
+    # shellcheck disable=SC2086 # $way is words on purpose: variables, then a command
+    step diagnose env COHORT_P2P_PATIENCE_MS=30000 timeout 90 env $way build/tests/gpu/gpu_tests \
+      "${two_threads[@]}"
+  done
+  grep -E "^-- |test cases:|waited|s: two threads" "$out/diagnose.log"
 fi
 
 if ((ncu)); then
