@@ -19,7 +19,8 @@
 # --diagnose-two-threads runs the two-thread clique case alone three ways, each stopped after 90 s
 # with a 30 s patience (diagnose.log): natively with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream
 # on one hardware queue), under memcheck with CUDA_DEVICE_MAX_CONNECTIONS=32, and under memcheck
-# with COHORT_NO_SM_PARTITIONING=1: whether shared hardware work queues make it hang.
+# with COHORT_NO_SM_PARTITIONING=1: whether shared hardware work queues make it hang. Nothing else
+# runs in that call.
 # --no-build skips configuring and building: a later call on a warm machine reuses the build/ of
 # the call before (the working tree copied again may look newer to ninja and rebuild everything).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
@@ -68,7 +69,7 @@ while (($#)); do
     --parallel-sanitizers) parallel_sanitizers=1 ;;
     --no-build) no_build=1 ;;
     --nccl-sockets) nccl_sockets=1 ;;
-    --diagnose-two-threads) diagnose=1 ;;
+    --diagnose-two-threads) diagnose=1 tests=0 bench=0 sanitize=0 one_gpu=0 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
