@@ -16,11 +16,12 @@
 # --nccl-sockets runs the GPU program's NCCL cases again, single-process, with NCCL kept off its
 # peer-to-peer and shared-memory transports (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: the socket
 # path used between nodes), into nccl_sockets.log; the mpirun variants do the same under ctest.
-# --diagnose-two-threads runs the two-thread clique case alone three ways, each stopped after 90 s
+# --diagnose-two-threads runs the two-thread clique case alone four ways, each stopped after 90 s
 # with a 30 s patience (diagnose.log): natively with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream
-# on one hardware queue), under memcheck with CUDA_DEVICE_MAX_CONNECTIONS=32, and under memcheck
-# with COHORT_NO_SM_PARTITIONING=1: whether shared hardware work queues make it hang. Nothing else
-# runs in that call.
+# on one hardware queue: a hang says green contexts' streams share the device's queues) and =2
+# (few queues, so two threads' calls share them: the launch-order lock must keep it going), then
+# under memcheck with and without green contexts (execution/detail/launch_order.cuh says why it
+# hung there before). Nothing else runs in that call.
 # --no-build skips configuring and building: a later call on a warm machine reuses the build/ of
 # the call before (the working tree copied again may look newer to ninja and rebuild everything).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
@@ -133,8 +134,8 @@ fi
 
 if ((diagnose)); then
   two_threads=(--duration=true --test-case='two threads*each with its own group*')
-  for way in "CUDA_DEVICE_MAX_CONNECTIONS=1" \
-    "CUDA_DEVICE_MAX_CONNECTIONS=32 compute-sanitizer --tool memcheck" \
+  for way in "CUDA_DEVICE_MAX_CONNECTIONS=1" "CUDA_DEVICE_MAX_CONNECTIONS=2" \
+    "COHORT_NO_SM_PARTITIONING=0 compute-sanitizer --tool memcheck" \
     "COHORT_NO_SM_PARTITIONING=1 compute-sanitizer --tool memcheck"; do
     echo "-- $way" >>"$out/diagnose.log"
     # shellcheck disable=SC2086 # $way is words on purpose: variables, then a command

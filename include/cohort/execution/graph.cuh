@@ -27,11 +27,13 @@
 #include "../errors/cuda_error.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
+#include "detail/launch_order.cuh"
 #include "device_group.cuh"
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -60,9 +62,9 @@ class group_graph {
                                            "nest. End that capture first.");
     group_graph g(group);
     const int device = g.origin_.device().get();
-    check_cuda(cudaStreamBeginCapture(g.origin_.native_handle(),
-                                      static_cast<cudaStreamCaptureMode>(mode)),
-               "cudaStreamBeginCapture (group_graph::capture)", device);
+    check_cuda(
+        cudaStreamBeginCapture(g.origin_.native_handle(), static_cast<cudaStreamCaptureMode>(mode)),
+        "cudaStreamBeginCapture (group_graph::capture)", device);
     cudaGraph_t graph = nullptr;
     try {
       g.fork();
@@ -127,6 +129,9 @@ class group_graph {
     const detail::nvtx_range range("group_graph::launch", "on device %d", stream.device().get());
     require_graph("group_graph::launch");
     scoped_device on(stream.device());
+    // A graph may hold p2p calls, whose kernels wait for each other across the members' streams:
+    // its launch takes its place in the same order as every direct call's launches.
+    const std::lock_guard lock(detail::multi_stream_launch_lock());
     check_cuda(cudaGraphLaunch(exec_, stream.native_handle()), "cudaGraphLaunch (group_graph)",
                stream.device().get());
   }
@@ -137,7 +142,8 @@ class group_graph {
 
  private:
   explicit group_graph(const device_group& group)
-      : origin_(group.device(0)), origin_done_(group.device(0)) {
+      : origin_(group.device(0))
+      , origin_done_(group.device(0)) {
     for (std::size_t i = 0; i < group.size(); ++i) {
       streams_.push_back(group.stream(i));
       member_done_.emplace_back(group.device(i));

@@ -16,7 +16,8 @@
 //
 // Rules, as NCCL has its own for concurrent communicators. A clique is used from one host thread
 // at a time; its calls run in the order they are made, on every member; cliques of different
-// threads may share GPUs. Users' kernels that open a p2p_session (p2p/device.cuh) are calls
+// threads may share GPUs (each call's launches on all members happen under one process-wide lock,
+// so that every hardware queue sees the calls in the same order). Users' kernels that open a p2p_session (p2p/device.cuh) are calls
 // of the clique too, ordered with the others the same way. A call's grid is a budget, at most half of each member's SMs
 // (`max_blocks`), so that the kernels of two cliques over the same GPUs, or a user's kernel beside
 // them, can be resident together; calls of more than two cliques that may run at once on the same

@@ -2,6 +2,7 @@
 // kernel, with the same grid, on every member's stream, after the kernel is loaded everywhere.
 #pragma once
 
+#include "../../execution/detail/launch_order.cuh"
 #include "../../execution/launch.cuh"
 #include "../p2p_clique.cuh"
 #include "kernels.cuh"
@@ -9,20 +10,10 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <tuple>
 
 namespace cohort::detail::p2p {
-
-// With lazy loading, loading a kernel can wait for the kernels running on its device, and a p2p
-// kernel spins until its peers' kernels run. So a kernel is loaded only while no thread is half
-// way through launching a call's kernels (the launch loops hold this lock shared, loading holds
-// it alone): every p2p kernel already running then has all its peers launched, and ends.
-inline std::shared_mutex& loading_lock() {
-  static std::shared_mutex lock;
-  return lock;
-}
 
 // Testing: the launch on this member throws, as a failed launch would, after the members
 // before it launched (once; -1: never).
@@ -52,7 +43,9 @@ void ensure_loaded(p2p_clique& peers, const launch_config& config, void (*kernel
   auto& loaded = peers.loaded_kernels();
   const void* key = reinterpret_cast<const void*>(kernel);
   if (std::find(loaded.begin(), loaded.end(), key) != loaded.end()) return;
-  std::unique_lock lock(loading_lock());
+  // Loaded only while no thread is half way through launching a call's kernels: every p2p kernel
+  // already running then has its peers launched, and ends (execution/detail/launch_order.cuh).
+  const std::lock_guard lock(multi_stream_launch_lock());
   for (std::size_t i = 0; i < peers.size(); ++i)
     if (peers.stream(i).is_capturing()) return; // loaded at instantiation; again next time
   launch_config no_op = config;
@@ -76,7 +69,8 @@ void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& confi
                            "states differ for good: make a new p2p_clique.");
   ensure_loaded(peers, config, kernel, args);
   const unsigned blocks = config.grid.x * config.grid.y * config.grid.z;
-  std::shared_lock lock(loading_lock());
+  // Every member's launch of this call before any other thread's call: one order on every queue.
+  const std::lock_guard lock(multi_stream_launch_lock());
   for (std::size_t i = 0; i < peers.size(); ++i) {
     try {
       if (fail_launch_on_member_for_testing().load() == static_cast<int>(i)) {
