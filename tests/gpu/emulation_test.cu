@@ -113,15 +113,19 @@ __global__ void set_flag(int* flag) {
   f.store(1, cuda::memory_order_release);
 }
 
+// Whether `device` splits into SM shares; reports the case skipped where it does not.
+bool has_green_contexts(cohort::device_ref device) {
+  if (cohort::sm_partitioning_available(device)) return true;
+  cohort::testing::skip("this CUDA driver has no green contexts");
+  return false;
+}
+
 } // namespace
 
 TEST_CASE("an emulated group splits the GPU's SMs into disjoint shares") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
-  if (!cohort::sm_partitioning_available(d)) {
-    cohort::testing::skip("this CUDA driver has no green contexts");
-    return;
-  }
+  if (!has_green_contexts(d)) return;
   const unsigned total = static_cast<unsigned>(cohort::properties(d).multiprocessors);
   for (std::size_t n : {2u, 3u, 4u}) {
     CAPTURE(n);
@@ -153,10 +157,7 @@ TEST_CASE("an emulated group splits the GPU's SMs into disjoint shares") {
 TEST_CASE("new_stream gives a member another stream in its own SM share") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
-  if (!cohort::sm_partitioning_available(d)) {
-    cohort::testing::skip("this CUDA driver has no green contexts");
-    return;
-  }
+  if (!has_green_contexts(d)) return;
   auto group = cohort::device_group::emulated(d, 2);
   REQUIRE(group.splits_sms());
   for (std::size_t i = 0; i < group.size(); ++i) {
@@ -185,10 +186,7 @@ TEST_CASE("new_stream gives a member another stream in its own SM share") {
 TEST_CASE("uneven SM weights give shares in proportion") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
-  if (!cohort::sm_partitioning_available(d)) {
-    cohort::testing::skip("this CUDA driver has no green contexts");
-    return;
-  }
+  if (!has_green_contexts(d)) return;
   auto group = cohort::device_group::emulated(d, std::vector<double>{1.0, 3.0});
   REQUIRE(group.size() == 2);
   const double ratio = static_cast<double>(group.sm_count(1)) / group.sm_count(0);
@@ -236,10 +234,7 @@ TEST_CASE("a kernel waiting on another logical device's kernel does not deadlock
 TEST_CASE("emulated groups reject weights that cannot split") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
-  if (!cohort::sm_partitioning_available(d)) {
-    cohort::testing::skip("this CUDA driver has no green contexts");
-    return;
-  }
+  if (!has_green_contexts(d)) return;
   CHECK_THROWS_WITH_AS(cohort::device_group::emulated(d, std::vector<double>{1.0, -2.0}),
                        doctest::Contains("weight 1 is"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(cohort::device_group::emulated(d, 100000),
@@ -249,10 +244,7 @@ TEST_CASE("emulated groups reject weights that cannot split") {
 TEST_CASE("COHORT_NO_SM_PARTITIONING=1 turns SM shares off and emulated groups still work") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
-  if (!cohort::sm_partitioning_available(d)) {
-    cohort::testing::skip("this CUDA driver has no green contexts");
-    return;
-  }
+  if (!has_green_contexts(d)) return;
   std::optional<cohort::device_group> made;
   bool available = true;
   {

@@ -175,8 +175,7 @@ class gradient_buckets {
                              "is " + std::to_string(member) + "; the clique has " +
                                  std::to_string(members()) + " members.");
     if (options_.reduction == bucket_reduction::all_reduce) return b.spans[member];
-    const std::size_t block = b.spans[member].size() / members();
-    return b.spans[member].subspan(member * block, block);
+    return block_of(b.spans[member], member);
   }
 
   // Bucket `bucket`'s gradients are complete on every compute stream (all that is enqueued there
@@ -261,13 +260,17 @@ class gradient_buckets {
     return bucket;
   }
 
+  // Block i of `span`, when it is cut into members() equal blocks.
+  cuda::std::span<T> block_of(cuda::std::span<T> span, std::size_t i) const {
+    const std::size_t block = span.size() / members();
+    return span.subspan(i * block, block);
+  }
+
   // Member i's block i of each span (reduce_scatter's output, all_gather's input).
   std::vector<cuda::std::span<T>> blocks(const std::vector<cuda::std::span<T>>& spans) const {
     std::vector<cuda::std::span<T>> out;
-    for (std::size_t i = 0; i < spans.size(); ++i) {
-      const std::size_t block = spans[i].size() / members();
-      out.push_back(spans[i].subspan(i * block, block));
-    }
+    for (std::size_t i = 0; i < spans.size(); ++i)
+      out.push_back(block_of(spans[i], i));
     return out;
   }
 
