@@ -16,12 +16,11 @@
 # --nccl-sockets runs the GPU program's NCCL cases again, single-process, with NCCL kept off its
 # peer-to-peer and shared-memory transports (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: the socket
 # path used between nodes), into nccl_sockets.log; the mpirun variants do the same under ctest.
-# --diagnose-two-threads runs the two-thread clique case alone four ways, each stopped after 90 s
-# with a 30 s patience (diagnose.log): natively with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream
-# on one hardware queue: a hang says green contexts' streams share the device's queues) and =2
-# (few queues, so two threads' calls share them: the launch-order lock must keep it going), then
-# under memcheck with and without green contexts (execution/detail/launch_order.cuh says why it
-# hung there before). Nothing else runs in that call.
+# --diagnose-two-threads runs the two-thread clique case alone, with a 30 s patience, before any
+# sanitizer pass (diagnose.log): natively with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one
+# hardware queue) and =2 (few queues, so two threads' calls share them: the launch-order lock must
+# keep it going), 60 s each, then under memcheck with green contexts and, only if that fails,
+# without them, 150 s each (execution/detail/launch_order.cuh says why it hung there before).
 # --no-build skips configuring and building: a later call on a warm machine reuses the build/ of
 # the call before (the working tree copied again may look newer to ninja and rebuild everything).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
@@ -34,8 +33,6 @@
 # --targets "NAME..." builds only those targets (with the GPU test program and the --benchmarks;
 # --targets "" builds just those two) and skips ctest and the examples: for a call that runs
 # benchmarks, ncu or the sanitizers only.
-# --parallel-sanitizers runs the sanitizer tools side by side (one GPU process each, logs
-# sanitizer-TOOL.log, packed into sanitizer.tar.gz) so that all four fit in one call.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-logs}
@@ -49,7 +46,7 @@ benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck syncc
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each;
 # the two-thread clique case hangs under the tools (see the sanitizer step below).
 exclude='*000 back-to-back*,*two threads*each with its own group*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
-targets="" build_only=0 parallel_sanitizers=0 no_build=0 nccl_sockets=0 diagnose=0
+targets="" build_only=0 no_build=0 nccl_sockets=0 diagnose=0
 
 while (($#)); do
   case $1 in
@@ -67,10 +64,9 @@ while (($#)); do
     --labels) labels=$2; shift ;;
     --ncu) ncu=1 ;;
     --targets) targets=$2; build_only=1; tests=0; shift ;;
-    --parallel-sanitizers) parallel_sanitizers=1 ;;
     --no-build) no_build=1 ;;
     --nccl-sockets) nccl_sockets=1 ;;
-    --diagnose-two-threads) diagnose=1 tests=0 bench=0 sanitize=0 one_gpu=0 ;;
+    --diagnose-two-threads) diagnose=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -133,16 +129,19 @@ if ((nccl_sockets)); then
 fi
 
 if ((diagnose)); then
-  two_threads=(--duration=true --test-case='two threads*each with its own group*')
-  for way in "CUDA_DEVICE_MAX_CONNECTIONS=1" "CUDA_DEVICE_MAX_CONNECTIONS=2" \
-    "COHORT_NO_SM_PARTITIONING=0 compute-sanitizer --tool memcheck" \
-    "COHORT_NO_SM_PARTITIONING=1 compute-sanitizer --tool memcheck"; do
-    echo "-- $way" >>"$out/diagnose.log"
-    # shellcheck disable=SC2086 # $way is words on purpose: variables, then a command
-    step diagnose env COHORT_P2P_PATIENCE_MS=30000 timeout 90 env $way build/tests/gpu/gpu_tests \
+  two_threads=(build/tests/gpu/gpu_tests --duration=true --test-case='two threads*each with its own group*')
+  for connections in 1 2; do
+    echo "-- natively, CUDA_DEVICE_MAX_CONNECTIONS=$connections" >>"$out/diagnose.log"
+    step diagnose env COHORT_P2P_PATIENCE_MS=30000 CUDA_DEVICE_MAX_CONNECTIONS=$connections timeout 60 \
       "${two_threads[@]}"
   done
-  grep -E "^-- |test cases:|waited|s: two threads" "$out/diagnose.log"
+  for no_shares in 0 1; do
+    echo "-- memcheck, COHORT_NO_SM_PARTITIONING=$no_shares" >>"$out/diagnose.log"
+    step diagnose env COHORT_P2P_PATIENCE_MS=30000 COHORT_NO_SM_PARTITIONING=$no_shares timeout 150 \
+      compute-sanitizer --tool memcheck --error-exitcode 99 --report-api-errors no \
+      --kernel-name-exclude kns=ncclDevKernel "${two_threads[@]}" && break
+  done
+  grep -E "^-- |test cases:|waited|s: two threads|ERROR SUMMARY" "$out/diagnose.log"
 fi
 
 if ((ncu)); then
@@ -179,7 +178,6 @@ if ((sanitize)); then
   # shares report themselves skipped; the other tools check them. initcheck also leaves out the
   # NCCL cases: NCCL's kernels are not instrumented, so it cannot see what they write and flags
   # every read of a collective's output (and it outlasts the lease on the clique cases).
-  pids=()
   for tool in $tools; do
     initcheck_only=()
     no_shares=0
@@ -190,32 +188,14 @@ if ((sanitize)); then
     fi
     # Instrumented barriers spin many times slower: the tests' cliques wait longer for a peer
     # (tests/support/testing.cuh reads this), so that a slow run is not taken for a hang.
-    command=(env COHORT_NO_SM_PARTITIONING=$no_shares COHORT_P2P_PATIENCE_MS=${COHORT_SANITIZER_PATIENCE_MS:-300000}
-      timeout "$sanitizer_timeout" compute-sanitizer --tool "$tool" --error-exitcode 99
-      --report-api-errors no --kernel-name-exclude kns=ncclDevKernel
-      build/tests/gpu/gpu_tests --duration=true --test-case-exclude="$exclude" ${initcheck_only[@]+"${initcheck_only[@]}"}
-      ${cases:+"$cases"})
-    if ((parallel_sanitizers)); then
-      echo "== sanitizer ($tool, in the background): ${command[*]}"
-      "${command[@]}" >"$out/sanitizer-$tool.log" 2>&1 &
-      pids+=("$!:$tool")
-    else
-      step sanitizer "${command[@]}"
-    fi
+    step sanitizer env COHORT_NO_SM_PARTITIONING=$no_shares \
+      COHORT_P2P_PATIENCE_MS=${COHORT_SANITIZER_PATIENCE_MS:-300000} \
+      timeout "$sanitizer_timeout" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      --report-api-errors no --kernel-name-exclude kns=ncclDevKernel \
+      build/tests/gpu/gpu_tests --duration=true --test-case-exclude="$exclude" \
+      ${initcheck_only[@]+"${initcheck_only[@]}"} ${cases:+"$cases"}
   done
-  if ((parallel_sanitizers)); then
-    for entry in "${pids[@]}"; do
-      if wait "${entry%%:*}"; then echo "== sanitizer ${entry#*:}: passed"
-      else echo "!! sanitizer ${entry#*:} failed (exit $?)"; status=1; fi
-    done
-    for tool in $tools; do
-      echo "-- $tool"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:" "$out/sanitizer-$tool.log"
-      grep -E "^========= (Invalid|Error|Race|Barrier|Uninitialized)" "$out/sanitizer-$tool.log" | sort | uniq -c | head -10
-    done
-    tar -czf "$out/sanitizer.tar.gz" -C "$out" $(cd "$out" && ls sanitizer-*.log) && rm -f "$out"/sanitizer-*.log
-  else
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:" "$out/sanitizer.log"
-  fi
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:" "$out/sanitizer.log"
 fi
 echo "== gpu_check: $([[ $status == 0 ]] && echo all steps passed || echo some step FAILED)"
 exit $status

@@ -43,29 +43,6 @@ struct step {
   }
 };
 
-// Sets an environment variable for a scope and puts back what it was (or its absence) at the end,
-// however the scope ends, so that a failing check cannot leave it set for later cases.
-class environment_guard {
- public:
-  environment_guard(const char* name, const char* value)
-      : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    REQUIRE(setenv(name, value, 1) == 0);
-  }
-  ~environment_guard() {
-    if (old_)
-      (void)setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      (void)unsetenv(name_.c_str());
-  }
-  environment_guard(const environment_guard&) = delete;
-  environment_guard& operator=(const environment_guard&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
-
 __device__ unsigned current_sm() {
   unsigned id;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
@@ -248,7 +225,7 @@ TEST_CASE("COHORT_NO_SM_PARTITIONING=1 turns SM shares off and emulated groups s
   std::optional<cohort::device_group> made;
   bool available = true;
   {
-    const environment_guard off("COHORT_NO_SM_PARTITIONING", "1");
+    const cohort::testing::environment_guard off("COHORT_NO_SM_PARTITIONING", "1");
     available = cohort::sm_partitioning_available(d);
     made.emplace(cohort::device_group::emulated(d, 2));
   } // the variable is back as it was, even if a REQUIRE or a throw ended the scope

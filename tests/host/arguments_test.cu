@@ -26,18 +26,20 @@ TEST_CASE("a device out of range is rejected with the count visible") {
   const int visible = cohort::device_count();
   CHECK(visible >= 0);
   const cohort::device_ref beyond{visible};
-  const std::string expected = "device " + std::to_string(visible) + " is out of range: " +
-                               std::to_string(visible) + " GPU(s) visible";
+  const std::string expected = "device " + std::to_string(visible) +
+                               " is out of range: " + std::to_string(visible) + " GPU(s) visible";
   CHECK_THROWS_WITH_AS(cohort::properties(beyond), doctest::Contains(expected.c_str()),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(cohort::memory_info(beyond), doctest::Contains(expected.c_str()),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(cohort::stream{beyond}, doctest::Contains(expected.c_str()), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(cohort::event{beyond}, doctest::Contains(expected.c_str()), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::stream{beyond}, doctest::Contains(expected.c_str()),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::event{beyond}, doctest::Contains(expected.c_str()),
+                       std::invalid_argument);
   CHECK_THROWS_WITH_AS(cohort::device_group{beyond}, doctest::Contains(expected.c_str()),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(cohort::device_group::emulated(beyond, 2), doctest::Contains(expected.c_str()),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::device_group::emulated(beyond, 2),
+                       doctest::Contains(expected.c_str()), std::invalid_argument);
   CHECK_THROWS_WITH_AS(cohort::properties(cohort::device_ref{-1}),
                        doctest::Contains("device -1 is out of range"), std::invalid_argument);
 }
@@ -52,4 +54,37 @@ TEST_CASE("devices() agrees with device_count()") {
 TEST_CASE("an emulated group with no SM weights is rejected") {
   CHECK_THROWS_WITH_AS(cohort::device_group::emulated(cohort::device_ref{0}, std::vector<double>{}),
                        doctest::Contains("argument 'sm_weights'"), std::invalid_argument);
+}
+
+TEST_CASE(
+    "COHORT_P2P_PATIENCE_MS is read as digits, 0 waiting for ever, in the library and the tests") {
+  using std::chrono::milliseconds;
+  using options = cohort::p2p_clique_options;
+  {
+    const cohort::testing::environment_guard unset("COHORT_P2P_PATIENCE_MS", "");
+    CHECK_FALSE(options::patience_from_environment().has_value());
+    CHECK(cohort::testing::patience() == milliseconds(20'000));
+  }
+  {
+    const cohort::testing::environment_guard short_wait("COHORT_P2P_PATIENCE_MS", "1500");
+    CHECK(options::patience_from_environment() == milliseconds(1500));
+    CHECK(cohort::testing::patience() == milliseconds(20'000)); // the tests' floor
+  }
+  {
+    const cohort::testing::environment_guard long_wait("COHORT_P2P_PATIENCE_MS", "90000");
+    CHECK(cohort::testing::patience() == milliseconds(90'000));
+  }
+  {
+    // The tests read 0 as the library does: wait for ever (they used to make it 20 s).
+    const cohort::testing::environment_guard forever("COHORT_P2P_PATIENCE_MS", "0");
+    CHECK(options::patience_from_environment() == options::wait_forever);
+    CHECK(cohort::testing::patience() == options::wait_forever);
+  }
+  for (const char* bad : {"12s", "-5", " 7", "1e3"}) {
+    const cohort::testing::environment_guard wrong("COHORT_P2P_PATIENCE_MS", bad);
+    CHECK_THROWS_WITH_AS(options::patience_from_environment(),
+                         doctest::Contains("argument 'COHORT_P2P_PATIENCE_MS'"),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(cohort::testing::patience(), std::invalid_argument);
+  }
 }

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -72,14 +74,40 @@ std::vector<T> random_values(std::size_t n, unsigned seed) {
 // The byte every output is filled with before a run, so unwritten elements show.
 inline constexpr unsigned char poison_byte = 0xA5;
 
+// Sets an environment variable for a scope and puts back what it was (or its absence) at the end,
+// however the scope ends, so that a failing check cannot leave it set for later cases.
+class environment_guard {
+ public:
+  environment_guard(const char* name, const char* value)
+      : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (setenv(name, value, 1) != 0)
+      throw std::runtime_error(std::string("setenv ") + name + " failed");
+  }
+  ~environment_guard() {
+    if (old_)
+      (void)setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      (void)unsetenv(name_.c_str());
+  }
+  environment_guard(const environment_guard&) = delete;
+  environment_guard& operator=(const environment_guard&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
 // How long a test's p2p clique waits for a peer before it stops its kernel: 20 s, or the
-// COHORT_P2P_PATIENCE_MS of the run where that is longer (scripts/gpu_check.sh raises it under the
-// sanitizers, whose instrumented barriers spin many times slower), so that a slow run is not
-// taken for a hang.
+// COHORT_P2P_PATIENCE_MS of the run (read as the library reads it) where that is longer or 0
+// (wait for ever); scripts/gpu_check.sh raises it under the sanitizers, whose instrumented
+// barriers spin many times slower, so that a slow run is not taken for a hang.
 inline std::chrono::milliseconds patience() {
-  long long ms = 20'000;
-  if (const char* text = std::getenv("COHORT_P2P_PATIENCE_MS")) ms = std::max(ms, std::atoll(text));
-  return std::chrono::milliseconds(ms);
+  constexpr std::chrono::milliseconds floor{20'000};
+  const auto from_environment = p2p_clique_options::patience_from_environment();
+  if (!from_environment) return floor;
+  if (*from_environment == p2p_clique_options::wait_forever) return *from_environment;
+  return std::max(floor, *from_environment);
 }
 
 template <class T>

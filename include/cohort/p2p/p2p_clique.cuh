@@ -41,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,18 @@ struct p2p_clique_options {
   std::chrono::milliseconds patience = default_patience;
   static constexpr std::chrono::milliseconds default_patience{std::chrono::minutes(5)};
   static constexpr std::chrono::milliseconds wait_forever{0};
+  // COHORT_P2P_PATIENCE_MS, where it is set and not empty (0: wait_forever); anything but digits
+  // is refused, naming the variable.
+  static std::optional<std::chrono::milliseconds> patience_from_environment() {
+    const char* ms = std::getenv("COHORT_P2P_PATIENCE_MS");
+    if (ms == nullptr || *ms == '\0') return std::nullopt;
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(ms, &end, 10);
+    detail::require_argument(*end == '\0' && ms[0] >= '0' && ms[0] <= '9', "p2p_clique",
+                             "COHORT_P2P_PATIENCE_MS",
+                             "must be milliseconds, in digits (0 waits for ever).");
+    return std::chrono::milliseconds(value);
+  }
   // Blocks per rank a call may use; 0: half of the SMs each member has (at least 1).
   unsigned max_blocks = 0;
 };
@@ -206,14 +219,8 @@ class p2p_clique {
     detail::require_argument(options.patience.count() >= 0, "p2p_clique", "patience",
                              "must not be negative (wait_forever is 0).");
     if (options.patience == p2p_clique_options::default_patience)
-      if (const char* ms = std::getenv("COHORT_P2P_PATIENCE_MS"); ms != nullptr && *ms != '\0') {
-        char* end = nullptr;
-        const unsigned long long value = std::strtoull(ms, &end, 10);
-        detail::require_argument(*end == '\0' && ms[0] >= '0' && ms[0] <= '9', "p2p_clique",
-                                 "COHORT_P2P_PATIENCE_MS",
-                                 "must be milliseconds, in digits (0 waits for ever).");
-        options.patience = std::chrono::milliseconds(value);
-      }
+      if (const auto from_environment = p2p_clique_options::patience_from_environment())
+        options.patience = *from_environment;
     options.one_shot_limit = (options.one_shot_limit + 255) / 256 * 256;
     return options;
   }
