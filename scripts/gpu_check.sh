@@ -11,7 +11,8 @@
 # --one-gpu-pass also runs the GPU test program and p2p_bench (to 64 MiB) with only GPU 0 visible,
 # so that multi-GPU tests run on emulated groups (onegpu.log).
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
-# doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check.
+# doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check, or
+# a range of its cases (`--cases --first=113`: doctest counts the cases its filters pass).
 # --sanitizers-only skips ctest, the examples and the benchmarks (a second call on a warm machine).
 # --nccl-sockets runs the GPU program's NCCL cases again, single-process, with NCCL kept off its
 # peer-to-peer and shared-memory transports (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: the socket
@@ -181,18 +182,28 @@ if ((sanitize)); then
   for tool in $tools; do
     initcheck_only=()
     no_shares=0
+    tool_exclude=$exclude
     if [[ $tool == initcheck ]]; then
       no_shares=1
       # A --cases filter is the caller's choice (doctest keeps the last of a repeated option).
       [[ -z $cases ]] && initcheck_only=(--source-file-exclude='*nccl_test*')
+      # Under initcheck the reduction's call returned only after the 500 ms delay queued ahead of
+      # it had run (session 7), so the case that asserts a reduction returns first cannot pass
+      # there; natively it passes with and without SM shares.
+      tool_exclude+=',*a reduction returns before the GPU is done*'
     fi
+    # racecheck does not run the clique's release kernel beside the rank kernel it would release
+    # (as ncu does not): the part-failed launch case waits out its patience and loses the context
+    # for every later case (session 7). memcheck, synccheck and initcheck run it.
+    [[ $tool == racecheck ]] && tool_exclude+=',*launch that fails part-way*'
     # Instrumented barriers spin many times slower: the tests' cliques wait longer for a peer
     # (tests/support/testing.cuh reads this), so that a slow run is not taken for a hang.
-    step sanitizer env COHORT_NO_SM_PARTITIONING=$no_shares \
+    # The graph-replay cases make a tenth of their rounds (tests/support/testing.cuh: rounds).
+    step sanitizer env COHORT_NO_SM_PARTITIONING=$no_shares COHORT_TEST_ROUNDS_DIVISOR=10 \
       COHORT_P2P_PATIENCE_MS=${COHORT_SANITIZER_PATIENCE_MS:-300000} \
       timeout "$sanitizer_timeout" compute-sanitizer --tool "$tool" --error-exitcode 99 \
       --report-api-errors no --kernel-name-exclude kns=ncclDevKernel \
-      build/tests/gpu/gpu_tests --duration=true --test-case-exclude="$exclude" \
+      build/tests/gpu/gpu_tests --duration=true --test-case-exclude="$tool_exclude" \
       ${initcheck_only[@]+"${initcheck_only[@]}"} ${cases:+"$cases"}
   done
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:" "$out/sanitizer.log"

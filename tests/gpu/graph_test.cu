@@ -58,8 +58,9 @@ std::vector<int> read(const cohort::distributed_buffer<int>& y, std::size_t r) {
 
 // `step` adds one to every rank's input and runs a collective from it into its output; `check`
 // compares the outputs after `k` steps with the host's reference. The step is captured into a
-// graph (rank 1 delayed inside it), then replayed `rounds` times, every other round replaced by a
-// direct call with rank 0 delayed; outputs are poisoned before each round.
+// graph (rank 1 delayed inside it), then replayed `rounds` times (fewer under the sanitizers:
+// testing::rounds), every other round replaced by a direct call with rank 0 delayed; outputs are
+// poisoned before each round.
 void replay_interleaved(cohort::device_group& group, const std::function<void()>& step,
                         const std::function<void()>& poison, const std::function<void(int)>& check,
                         cohort::capture_mode mode, int rounds = 1000) {
@@ -70,7 +71,8 @@ void replay_interleaved(cohort::device_group& group, const std::function<void()>
         step();
       },
       mode);
-  for (int k = 1; k <= rounds; ++k) {
+  const int made = cohort::testing::rounds(rounds);
+  for (int k = 1; k <= made; ++k) {
     poison();
     if (k % 2 == 1) {
       graph.launch();

@@ -88,3 +88,21 @@ TEST_CASE(
     CHECK_THROWS_AS(cohort::testing::patience(), std::invalid_argument);
   }
 }
+
+TEST_CASE(
+    "COHORT_TEST_ROUNDS_DIVISOR shortens long cases under the sanitizers, to 4 rounds at least") {
+  {
+    const cohort::testing::environment_guard unset("COHORT_TEST_ROUNDS_DIVISOR", "");
+    CHECK(cohort::testing::rounds(1000) == 1000);
+  }
+  {
+    const cohort::testing::environment_guard tenth("COHORT_TEST_ROUNDS_DIVISOR", "10");
+    CHECK(cohort::testing::rounds(1000) == 100);
+    CHECK(cohort::testing::rounds(200) == 20);
+    CHECK(cohort::testing::rounds(30) == 4);
+  }
+  for (const char* bad : {"0", "x", "-2", "10s"}) {
+    const cohort::testing::environment_guard wrong("COHORT_TEST_ROUNDS_DIVISOR", bad);
+    CHECK_THROWS_AS(cohort::testing::rounds(1000), std::invalid_argument);
+  }
+}

@@ -110,6 +110,20 @@ inline std::chrono::milliseconds patience() {
   return std::max(floor, *from_environment);
 }
 
+// How many rounds a long case makes: `full`, or, where COHORT_TEST_ROUNDS_DIVISOR (digits) is set,
+// that share of it, at least 4, so that graph replays and direct calls still alternate.
+// scripts/gpu_check.sh sets it under the sanitizers, where the 1000-replay graph case alone took
+// racecheck 441 s (session 7); native runs keep every round.
+inline int rounds(int full) {
+  const char* text = std::getenv("COHORT_TEST_ROUNDS_DIVISOR");
+  if (text == nullptr || *text == '\0') return full;
+  char* end = nullptr;
+  const unsigned long divisor = std::strtoul(text, &end, 10);
+  if (*end != '\0' || text[0] < '0' || text[0] > '9' || divisor == 0)
+    throw std::invalid_argument("COHORT_TEST_ROUNDS_DIVISOR must be a positive number, in digits");
+  return std::max(4, static_cast<int>(full / static_cast<long long>(divisor)));
+}
+
 template <class T>
 T poison_value() {
   T value;
