@@ -21,7 +21,7 @@
 # sanitizer pass (diagnose.log): natively with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one
 # hardware queue) and =2 (few queues, so two threads' calls share them: the launch-order lock must
 # keep it going), 60 s each, then under memcheck with green contexts and, only if that fails,
-# without them, 150 s each (execution/detail/launch_order.cuh says why it hung there before).
+# without them, then its form without read-backs between calls, 150 s each.
 # --no-build skips configuring and building: a later call on a warm machine reuses the build/ of
 # the call before (the working tree copied again may look newer to ninja and rebuild everything).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
@@ -130,7 +130,7 @@ if ((nccl_sockets)); then
 fi
 
 if ((diagnose)); then
-  two_threads=(build/tests/gpu/gpu_tests --duration=true --test-case='two threads*each with its own group*')
+  two_threads=(build/tests/gpu/gpu_tests --duration=true --test-case='two threads*2000 calls each')
   for connections in 1 2; do
     echo "-- natively, CUDA_DEVICE_MAX_CONNECTIONS=$connections" >>"$out/diagnose.log"
     step diagnose env COHORT_P2P_PATIENCE_MS=30000 CUDA_DEVICE_MAX_CONNECTIONS=$connections timeout 60 \
@@ -142,6 +142,12 @@ if ((diagnose)); then
       compute-sanitizer --tool memcheck --error-exitcode 99 --report-api-errors no \
       --kernel-name-exclude kns=ncclDevKernel "${two_threads[@]}" && break
   done
+  # The same calls without read-backs between them: if this passes where the case above hangs,
+  # the hang needs a thread that waits for the GPU while the other is between its ranks' launches.
+  echo "-- memcheck, read back only after each size's last call" >>"$out/diagnose.log"
+  step diagnose env COHORT_P2P_PATIENCE_MS=30000 timeout 150 compute-sanitizer --tool memcheck \
+    --error-exitcode 99 --report-api-errors no --kernel-name-exclude kns=ncclDevKernel \
+    build/tests/gpu/gpu_tests --duration=true --test-case='two threads*read back only after*'
   grep -E "^-- |test cases:|waited|s: two threads|ERROR SUMMARY" "$out/diagnose.log"
 fi
 
