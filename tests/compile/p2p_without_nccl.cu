@@ -21,3 +21,19 @@ void use_every_p2p_collective(cohort::p2p_clique& peers, cohort::distributed_buf
   cohort::reduce(peers, std::as_const(x), x, pair_sum{}, 0);
   cohort::reduce_scatter(peers, std::as_const(all), x, pair_sum{});
 }
+
+// Moves take any trivially copyable type, one without a default constructor too.
+namespace {
+struct no_default {
+  explicit __host__ __device__ no_default(int value)
+      : value(value) {}
+  int value;
+};
+} // namespace
+
+void move_a_type_without_a_default_constructor(cohort::p2p_clique& peers,
+                                               cohort::distributed_buffer<no_default>& x,
+                                               cohort::distributed_buffer<no_default>& all) {
+  cohort::all_gather(peers, std::as_const(x), all);
+  cohort::broadcast(peers, x, 0);
+}

@@ -273,3 +273,43 @@ TEST_CASE("a cooperative launch larger than the GPU holds is refused, naming the
                  grid_barrier_only);
   s.synchronize();
 }
+
+TEST_CASE("p2p_launch makes every rank's arguments before it launches: a bad one leaves the clique "
+          "whole") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::p2p_clique peers(group, {.patience = patience});
+  const auto split = cohort::partition::replicated(count, 2);
+  cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split);
+  std::vector<std::vector<int>> in0;
+  for (std::size_t r = 0; r < 2; ++r) {
+    in0.push_back(cohort::testing::random_values<int>(count, 91 + static_cast<unsigned>(r)));
+    in.local(r).copy_from_host(in0[r]);
+  }
+  auto launch_with = [&](auto rank_of_handle, bool throw_for_rank_1) {
+    cohort::p2p_launch(peers, {.grid = grid, .block = block}, sum_through_sync, [&](std::size_t r) {
+      if (throw_for_rank_1 && r == 1) throw std::out_of_range("no arguments for rank 1");
+      return std::make_tuple(cohort::p2p_handle_for(peers, x, rank_of_handle(r)),
+                             cohort::p2p_handle_for(peers, y, rank_of_handle(r)),
+                             static_cast<const int*>(in.shard(r).data.data()));
+    });
+  };
+  const auto own = [](std::size_t r) { return r; };
+  launch_with(own, false); // loads the kernel
+  // Every rank given rank 0's handles: refused by name, before any launch.
+  CHECK_THROWS_WITH_AS(launch_with([](std::size_t) { return std::size_t{0}; }, false),
+                       doctest::Contains("p2p_launch"), std::invalid_argument);
+  CHECK_FALSE(peers.broken());
+  // args_of throws for rank 1: it used to throw after rank 0 had launched, breaking the clique.
+  CHECK_THROWS_AS(launch_with(own, true), std::out_of_range);
+  CHECK_FALSE(peers.broken());
+  y.fill_bytes(cohort::testing::poison_byte);
+  launch_with(own, false);
+  std::size_t wrong = 0;
+  for (std::size_t r = 0; r < 2; ++r) {
+    const auto got = cohort::testing::shard_to_host(y, r);
+    for (std::size_t i = 0; i < count; ++i)
+      wrong += got[i] != in0[0][i] + in0[1][i];
+  }
+  CHECK(wrong == 0);
+}

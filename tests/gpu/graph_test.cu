@@ -489,3 +489,96 @@ TEST_CASE("what cannot be captured is refused by name inside group_graph::captur
     CHECK_FALSE(group.stream(i).is_capturing());
   CHECK(cohort::multi_device_reduce(group, x, 5, cuda::std::plus<>{}).wait() == 5);
 }
+
+namespace {
+
+// A pair (emulated on one GPU) with x loaded with random values, y poisoned, and a clique whose
+// all_reduce kernel is loaded; `wrong_sums` counts the elements of y that are not x's sum.
+struct loaded_pair {
+  static constexpr std::size_t count = 1000;
+  cohort::device_group group = cohort::testing::group_of(2);
+  cohort::distributed_buffer<int> x{group, cohort::partition::replicated(count, 2)};
+  cohort::distributed_buffer<int> y{group, cohort::partition::replicated(count, 2)};
+  std::vector<std::vector<int>> x0;
+  cohort::p2p_clique peers{group, {.patience = patience}};
+
+  explicit loaded_pair(unsigned seed)
+      : x0(initial(2, count, seed)) {
+    load(x, x0);
+    cohort::all_reduce(peers, std::as_const(x), y, cohort::sum); // loads the kernel
+    y.fill_bytes(cohort::testing::poison_byte);
+  }
+  std::size_t wrong_sums() const {
+    std::size_t wrong = 0;
+    for (std::size_t r = 0; r < 2; ++r) {
+      const auto got = read(y, r);
+      for (std::size_t i = 0; i < count; ++i)
+        wrong += got[i] != x0[0][i] + x0[1][i];
+    }
+    return wrong;
+  }
+};
+
+} // namespace
+
+TEST_CASE("a p2p call whose members' streams are not all in one capture is refused before it "
+          "enqueues") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  loaded_pair pair(61);
+  // Only member 0's stream captured (a user's own capture that forgot to fork the others): rank 1
+  // would run now and wait for a rank 0 that exists only in the graph.
+  const cudaStream_t s0 = pair.group.stream(0).native_handle();
+  {
+    cohort::scoped_device on(pair.group.device(0));
+    REQUIRE(cudaStreamBeginCapture(s0, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  }
+  std::string message;
+  try {
+    cohort::all_reduce(pair.peers, std::as_const(pair.x), pair.y, cohort::sum);
+  } catch (const std::logic_error& e) {
+    message = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  {
+    cohort::scoped_device on(pair.group.device(0));
+    REQUIRE(cudaStreamEndCapture(s0, &graph) == cudaSuccess);
+  }
+  std::size_t nodes = 99;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  CAPTURE(message);
+  CHECK(message.find("member 1") != std::string::npos);
+  CHECK(message.find("Nothing was enqueued") != std::string::npos);
+  CHECK(nodes == 0);
+  CHECK_FALSE(pair.peers.broken());
+  cohort::all_reduce(pair.peers, std::as_const(pair.x), pair.y, cohort::sum); // still works
+  CHECK(pair.wrong_sums() == 0);
+}
+
+TEST_CASE("an error an earlier CUDA call left behind does not stop a p2p call between its ranks") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  loaded_pair pair(63);
+  // A failed call the user checked by its return value leaves its error recorded for the thread.
+  // The launches used to report it after rank 0 had launched: rank 0 then waited for ever.
+  REQUIRE(cudaSetDevice(1 << 20) == cudaErrorInvalidDevice);
+  CHECK_NOTHROW(cohort::all_reduce(pair.peers, std::as_const(pair.x), pair.y, cohort::sum));
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice); // still the caller's to read
+  CHECK_FALSE(pair.peers.broken());
+  CHECK(pair.wrong_sums() == 0);
+}
+
+TEST_CASE("a p2p_clique made inside a capture is refused by name before it enqueues") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  // It used to enqueue its allocations into the capture, then fail in stream_ref::synchronize.
+  CHECK_THROWS_WITH_AS(cohort::group_graph::capture(
+                           group, [&] { cohort::p2p_clique peers(group, {.patience = patience}); }),
+                       doctest::Contains("cohort::p2p_clique: member 0's stream"),
+                       std::logic_error);
+  // Nothing is left capturing, and a clique made afterwards works.
+  for (std::size_t r = 0; r < 2; ++r)
+    CHECK_FALSE(group.stream(r).is_capturing());
+  loaded_pair pair(65);
+  cohort::all_reduce(pair.peers, std::as_const(pair.x), pair.y, cohort::sum);
+  CHECK(pair.wrong_sums() == 0);
+}

@@ -73,3 +73,24 @@ TEST_CASE("a launch CUDA refuses is a cuda_error naming the kernel and the devic
   cohort::launch(s, {}, scale_into, x.data(), x.data(), 1, 1.0f);
   s.synchronize();
 }
+
+TEST_CASE("an error an earlier CUDA call left behind is not taken for the launch's") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  cohort::stream s(cohort::device_ref{0});
+  const std::vector<float> in = cohort::testing::random_values<float>(1000, 17);
+  cohort::device_buffer<float> x(in.size(), s), y(in.size(), s);
+  x.copy_from_host(in);
+  y.fill_bytes(cohort::testing::poison_byte);
+  // cudaSetDevice returns the error and also records it as the thread's last error.
+  REQUIRE(cudaSetDevice(1 << 20) == cudaErrorInvalidDevice);
+  CHECK_NOTHROW(cohort::launch(s, {.grid = 4, .block = 128}, scale_into, x.data(), y.data(),
+                               in.size(), 3.0f));
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice); // left for the caller, not swallowed
+  std::vector<float> out(in.size());
+  y.copy_to_host(out);
+  s.synchronize();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    wrong += out[i] != 3.0f * in[i];
+  CHECK(wrong == 0);
+}

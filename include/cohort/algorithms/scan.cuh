@@ -22,6 +22,12 @@
 // for the host, nothing copies pageable memory, and the whole scan can be captured into a graph.
 // Each element is read twice and written once (one GPU's CUB scan reads it once), so on p GPUs
 // the scan takes about 3/(2p) of one GPU's time at best: 0.75x the time on 2, i.e. 1.33x faster.
+// Member k's hand-off lands in memory allocated on member k+1's stream, so it (and member k's own
+// scan, after it on k's stream) waits until k+1's stream has reached the scan: the scan is
+// fastest when the members' streams reach it together. The carry is held in T between members
+// (CUB accumulates in the operator's result type within a shard): where the operator returns a
+// wider type than T (a float sum of __half), results can differ from one GPU's scan by T's
+// rounding of the carry at each shard boundary.
 //
 // Memory: besides `y`, each member takes three values of T and CUB's temporary storage for a
 // scan of its shard (a few bytes per 1,000 elements), checked before anything is enqueued: a
@@ -49,10 +55,12 @@ namespace cohort {
 
 namespace detail {
 
-// Scans, on member k, `input_of(k)` (an iterator over split.count(k) values) into out's shard k.
+// Scans, on member k, `input_of(k)` (an iterator over split.count(k) values) into out's shard k;
+// `init` is the exclusive scan's first value (unused, and may be null, for the inclusive one).
+// `argument` names `out` in errors.
 template <bool Exclusive, class T, class InputOf, class Op>
 void scan_over_members(const device_group& group, InputOf input_of, distributed_buffer<T>& out,
-                       const T& init, Op op, std::string_view function) {
+                       const T* init, Op op, std::string_view function, std::string_view argument) {
   static_assert(std::is_trivially_copyable_v<T>, "cohort scans need a trivially copyable type.");
   const std::size_t members = group.size();
   const partition& split = out.split();
@@ -107,7 +115,7 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
     }
     need[k] = 3 * align_up(sizeof(T)) + align_up(temp_bytes[k]);
   }
-  require_scratch_fits(group, need, function, "buffer");
+  require_scratch_fits(group, need, function, argument);
 
   std::vector<scratch> memory;
   std::vector<event> allocated, handed;
@@ -126,7 +134,21 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
     allocated[k].record(group.stream(k)); // the peer copy from member k-1 lands after this
     handed.emplace_back(group.device(k));
   }
-  if constexpr (Exclusive) launch(group.stream(0), {}, store_value<T>, carry[0], init);
+  // Member k's carry slot is written by member k-1's copy: should anything below throw, every
+  // member's stream waits for its predecessor's hand-off before its scratch is freed (an event
+  // never recorded is complete at once).
+  struct wait_for_hand_offs {
+    const device_group& group;
+    const std::vector<event>& handed;
+    bool finished = false;
+    ~wait_for_hand_offs() {
+      if (finished) return;
+      for (std::size_t k = 1; k < group.size() && k - 1 < handed.size(); ++k)
+        ignore_cuda_error(
+            cudaStreamWaitEvent(group.stream(k).native_handle(), handed[k - 1].native_handle(), 0));
+    }
+  } guard{group, handed};
+  if constexpr (Exclusive) launch(group.stream(0), {}, store_value<T>, carry[0], *init);
 
   for (std::size_t k = 0; k < members; ++k) {
     const stream_ref stream = group.stream(k);
@@ -155,6 +177,7 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
   }
   // `memory` is freed on each member's stream after its scan; member k+1's slot, written by
   // member k's copy, is freed after member k+1 waited for that copy.
+  guard.finished = true;
 }
 
 template <class T, class U>
@@ -183,9 +206,10 @@ void require_covers(const distributed_buffer<T>& out, std::size_t n, std::string
 // x[i] = op(x[0], ..., x[i]) for every element of `data`, in place.
 template <class T, class Op>
 void multi_device_inclusive_scan(const device_group& group, distributed_buffer<T>& data, Op op) {
-  detail::require_buffer_of_group(data, group, "multi_device_inclusive_scan", "buffer");
-  detail::scan_over_members<false>(group, detail::shard_input(data), data, T{}, op,
-                                   "multi_device_inclusive_scan");
+  detail::require_buffer_of_group(data, group, "multi_device_inclusive_scan", "data");
+  detail::scan_over_members<false>(group, detail::shard_input(data), data,
+                                   static_cast<const T*>(nullptr), op,
+                                   "multi_device_inclusive_scan", "data");
 }
 
 // output[i] = op(input[0], ..., input[i]); `output` has the input's partition.
@@ -193,17 +217,18 @@ template <class T, class Op>
 void multi_device_inclusive_scan(const device_group& group, const distributed_buffer<T>& input,
                                  distributed_buffer<T>& output, Op op) {
   detail::require_same_partition(group, input, output, "multi_device_inclusive_scan");
-  detail::scan_over_members<false>(group, detail::shard_input(input), output, T{}, op,
-                                   "multi_device_inclusive_scan");
+  detail::scan_over_members<false>(group, detail::shard_input(input), output,
+                                   static_cast<const T*>(nullptr), op,
+                                   "multi_device_inclusive_scan", "output");
 }
 
 // x[i] = op(init, x[0], ..., x[i-1]) (x[0] = init), in place.
 template <class T, class Op>
 void multi_device_exclusive_scan(const device_group& group, distributed_buffer<T>& data,
                                  std::type_identity_t<T> init, Op op) {
-  detail::require_buffer_of_group(data, group, "multi_device_exclusive_scan", "buffer");
-  detail::scan_over_members<true>(group, detail::shard_input(data), data, init, op,
-                                  "multi_device_exclusive_scan");
+  detail::require_buffer_of_group(data, group, "multi_device_exclusive_scan", "data");
+  detail::scan_over_members<true>(group, detail::shard_input(data), data, &init, op,
+                                  "multi_device_exclusive_scan", "data");
 }
 
 // output[i] = op(init, input[0], ..., input[i-1]); `output` has the input's partition.
@@ -212,8 +237,8 @@ void multi_device_exclusive_scan(const device_group& group, const distributed_bu
                                  distributed_buffer<T>& output, std::type_identity_t<T> init,
                                  Op op) {
   detail::require_same_partition(group, input, output, "multi_device_exclusive_scan");
-  detail::scan_over_members<true>(group, detail::shard_input(input), output, init, op,
-                                  "multi_device_exclusive_scan");
+  detail::scan_over_members<true>(group, detail::shard_input(input), output, &init, op,
+                                  "multi_device_exclusive_scan", "output");
 }
 
 // output[i] = op(f(0), ..., f(i)) for i in [0, n), each member computing its shard of `output`.
@@ -224,7 +249,7 @@ void multi_device_inclusive_scan_n(const device_group& group, std::size_t n, F f
   detail::require_covers(output, n, "multi_device_inclusive_scan_n");
   detail::scan_over_members<false>(
       group, [&](std::size_t k) { return detail::index_input<T>(f, output.split().offset(k)); },
-      output, T{}, op, "multi_device_inclusive_scan_n");
+      output, static_cast<const T*>(nullptr), op, "multi_device_inclusive_scan_n", "output");
 }
 
 // output[i] = op(init, f(0), ..., f(i-1)) for i in [0, n).
@@ -236,7 +261,7 @@ void multi_device_exclusive_scan_n(const device_group& group, std::size_t n, F f
   detail::require_covers(output, n, "multi_device_exclusive_scan_n");
   detail::scan_over_members<true>(
       group, [&](std::size_t k) { return detail::index_input<T>(f, output.split().offset(k)); },
-      output, init, op, "multi_device_exclusive_scan_n");
+      output, &init, op, "multi_device_exclusive_scan_n", "output");
 }
 
 } // namespace cohort

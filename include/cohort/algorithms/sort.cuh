@@ -50,7 +50,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -137,10 +136,6 @@ void copy_elements(T* to, int to_device, const T* from, int from_device, std::si
                                  stream.native_handle()),
              what, stream.device().get());
 }
-
-struct pinned_deleter {
-  void operator()(void* p) const noexcept { ignore_cuda_error(cudaFreeHost(p)); }
-};
 
 template <class K, class V, class Less>
 void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
@@ -232,6 +227,11 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     ~wait_for_readers() {
       ignore_cuda_error(
           cudaEventRecord(root_done.native_handle(), group.stream(0).native_handle()));
+      // A member whose merging threw may have enqueued some of its peer reads: its stream's end
+      // stands for them.
+      for (; recorded < group.size(); ++recorded)
+        ignore_cuda_error(cudaEventRecord(pulled[recorded].native_handle(),
+                                          group.stream(recorded).native_handle()));
       for (std::size_t k = 0; k < group.size(); ++k) {
         const cudaStream_t stream = group.stream(k).native_handle();
         ignore_cuda_error(cudaStreamWaitEvent(stream, root_done.native_handle(), 0));
@@ -280,16 +280,15 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     const std::size_t threads = (p - 1) * p;
     launch(root, {.grid = unsigned((threads + 255) / 256), .block = 256}, find_splits<K, Less>,
            runs, less, table);
-    void* host = nullptr;
-    check_cuda(cudaMallocHost(&host, threads * sizeof(std::size_t)),
-               "cudaMallocHost (" + name + " splits)", group.device(0).get());
-    std::unique_ptr<void, pinned_deleter> owned(host);
-    check_cuda(cudaMemcpyAsync(host, table, threads * sizeof(std::size_t), cudaMemcpyDeviceToHost,
-                               root.native_handle()),
+    // Into pageable memory: the host waits for the table anyway, and cudaMallocHost and
+    // cudaFreeHost would add waits of their own (cudaFreeHost synchronizes the device).
+    std::vector<std::size_t> host(threads);
+    check_cuda(cudaMemcpyAsync(host.data(), table, threads * sizeof(std::size_t),
+                               cudaMemcpyDeviceToHost, root.native_handle()),
                "cudaMemcpyAsync (" + name + " splits)", group.device(0).get());
     check_cuda(cudaStreamSynchronize(root.native_handle()),
                "cudaStreamSynchronize (" + name + " splits)", group.device(0).get());
-    std::copy_n(static_cast<const std::size_t*>(host), threads, splits.begin() + p);
+    std::copy_n(host.begin(), threads, splits.begin() + p);
     // A comparator that is no strict weak order can give splits that do not add up.
     for (std::size_t j = 1; j < p; ++j) {
       std::size_t sum = 0;

@@ -70,49 +70,44 @@ void launch(stream_ref stream, const launch_config& config, void (*kernel)(Param
             detail::kernel_name(config, reinterpret_cast<const void*>(kernel)) + " on device " +
             std::to_string(stream.device().get()) + "); skip the launch when there is no work.");
   scoped_device on(stream.device());
-  if (!config.cooperative) {
-    kernel<<<config.grid, config.block, config.shared_bytes, stream.native_handle()>>>(
-        std::forward<Args>(args)...);
-  } else {
-    // The arguments converted to the parameters' types, as <<<>>> converts them, and passed by
-    // address as cudaLaunchKernelExC takes them.
-    std::tuple<std::remove_cvref_t<Params>...> converted(std::forward<Args>(args)...);
-    void* addresses[sizeof...(Params) > 0 ? sizeof...(Params) : 1] = {};
-    std::apply(
-        [&](auto&... p) {
-          std::size_t k = 0;
-          ((addresses[k++] = static_cast<void*>(&p)), ...);
-        },
-        converted);
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeCooperative;
-    attribute.val.cooperative = 1;
-    cudaLaunchConfig_t native{};
-    native.gridDim = config.grid;
-    native.blockDim = config.block;
-    native.dynamicSmemBytes = config.shared_bytes;
-    native.stream = stream.native_handle();
-    native.attrs = &attribute;
-    native.numAttrs = 1;
-    const cudaError_t status =
-        cudaLaunchKernelExC(&native, reinterpret_cast<const void*>(kernel), addresses);
-    if (status != cudaSuccess) [[unlikely]] {
-      (void)cudaGetLastError();
-      throw cuda_error(status,
-                       "cooperative launch of " +
-                           detail::kernel_name(config, reinterpret_cast<const void*>(kernel)) +
-                           (status == cudaErrorCooperativeLaunchTooLarge
-                                ? " (the grid cannot be resident at once: use at most "
-                                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor times the SMs "
-                                  "of the stream's device or SM share)"
-                                : ""),
-                       stream.device().get());
-    }
+  // The arguments converted to the parameters' types, as <<<>>> converts them, and passed by
+  // address as cudaLaunchKernelExC takes them. Its own status is checked, not cudaGetLastError,
+  // which would also report an error an earlier call left behind (a p2p call would then stop
+  // between two members' launches).
+  std::tuple<std::remove_cvref_t<Params>...> converted(std::forward<Args>(args)...);
+  void* addresses[sizeof...(Params) > 0 ? sizeof...(Params) : 1] = {};
+  std::apply(
+      [&](auto&... p) {
+        std::size_t k = 0;
+        ((addresses[k++] = static_cast<void*>(&p)), ...);
+      },
+      converted);
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeCooperative;
+  attribute.val.cooperative = 1;
+  cudaLaunchConfig_t native{};
+  native.gridDim = config.grid;
+  native.blockDim = config.block;
+  native.dynamicSmemBytes = config.shared_bytes;
+  native.stream = stream.native_handle();
+  native.attrs = config.cooperative ? &attribute : nullptr;
+  native.numAttrs = config.cooperative ? 1 : 0;
+  const cudaError_t status =
+      cudaLaunchKernelExC(&native, reinterpret_cast<const void*>(kernel), addresses);
+  if (status != cudaSuccess) [[unlikely]] {
+    (void)cudaGetLastError(); // this launch's error, now reported: not left for a later check
+    const std::string name = detail::kernel_name(config, reinterpret_cast<const void*>(kernel));
+    throw cuda_error(status,
+                     config.cooperative
+                         ? "cooperative launch of " + name +
+                               (status == cudaErrorCooperativeLaunchTooLarge
+                                    ? " (the grid cannot be resident at once: use at most "
+                                      "cudaOccupancyMaxActiveBlocksPerMultiprocessor times the "
+                                      "SMs of the stream's device or SM share)"
+                                    : "")
+                         : "launch of " + name,
+                     stream.device().get());
   }
-  if (cudaError_t status = cudaGetLastError(); status != cudaSuccess) [[unlikely]]
-    throw cuda_error(
-        status, "launch of " + detail::kernel_name(config, reinterpret_cast<const void*>(kernel)),
-        stream.device().get());
 }
 
 } // namespace cohort

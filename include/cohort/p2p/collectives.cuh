@@ -1,6 +1,7 @@
 // cohort/p2p/collectives.cuh — all_reduce, reduce_scatter, reduce, all_gather and broadcast
-// through peer memory, for any trivially copyable type and (for the reductions) any associative,
-// commutative device operator. No NCCL involved.
+// through peer memory, for any trivially copyable type (the reductions: default constructible too,
+// as their accumulators are) and (for the reductions) any associative, commutative device
+// operator. No NCCL involved.
 //
 //   cohort::p2p_clique peers(group);
 //   cohort::distributed_buffer<stats> s(group, cohort::partition::replicated(n, group.size()));

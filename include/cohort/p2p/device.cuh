@@ -25,8 +25,9 @@
 // rank launches the same kernel with the same grid, in the same order among the clique's calls
 // (its collectives and other session kernels), on the clique's streams (peers.stream(i)) or
 // streams ordered with them; at most 256 blocks (detail::p2p::max_blocks) per grid. Every thread
-// of a block opens the session first and calls end() last; the session calls in between are made
-// by every thread of the block (each has a __syncthreads). Every block of every rank makes the
+// of a block opens the session first and calls end() last, and a kernel opens at most one
+// session per clique (sessions of different cliques may nest); the session calls in between are
+// made by every thread of the block (each has a __syncthreads). Every block of every rank makes the
 // same sequence of sync() and grid_sync() calls: the k-th of block b takes the value base + k on
 // every rank. Signals count: the n-th wait(p) of block b of rank r returns once block b of rank p
 // has sent its n-th signal(r), counting from the clique's creation, so each kernel sends as many
@@ -320,6 +321,22 @@ void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(P
     static_assert(detail::p2p::holds_handle<decltype(values)>,
                   "p2p_launch: args_of(rank) must return a tuple holding a p2p_handle (the kernel "
                   "is loaded by a launch that ends where it opens the handle's session).");
+    // A handle made for another rank, or over a clique of another size, would meet the wrong
+    // peers: refused before anything is launched (every rank's arguments are made first).
+    std::apply(
+        [&](const auto&... a) {
+          (([&] {
+             if constexpr (detail::p2p::is_p2p_handle<std::remove_cvref_t<decltype(a)>>)
+               detail::require_argument(
+                   a.rank() == static_cast<int>(i) && a.ranks() == static_cast<int>(peers.size()),
+                   "p2p_launch", "args_of",
+                   "returned for rank " + std::to_string(i) + " a p2p_handle of rank " +
+                       std::to_string(a.rank()) + " of " + std::to_string(a.ranks()) +
+                       "; make rank r's handles with p2p_handle_for(peers, buffer, r).");
+           }()),
+           ...);
+        },
+        values);
     if (no_op)
       std::apply(
           [](auto&... a) {

@@ -14,18 +14,20 @@
 // synchronisation, and they can be captured into CUDA graphs (cohort::group_graph) and replayed
 // any number of times, mixed with direct calls.
 //
-// Rules, as NCCL has its own for concurrent communicators. A clique is used from one host thread
-// at a time; its calls run in the order they are made, on every member; cliques of different
-// threads may share GPUs (each call's launches on all members happen under one process-wide lock,
-// so that every hardware queue sees the calls in the same order). Users' kernels that open a p2p_session (p2p/device.cuh) are calls
-// of the clique too, ordered with the others the same way. A call's grid is a budget, at most half of each member's SMs
-// (`max_blocks`), so that the kernels of two cliques over the same GPUs, or a user's kernel beside
-// them, can be resident together; calls of more than two cliques that may run at once on the same
-// GPUs need an order between them (the same streams, or events), or smaller `max_blocks`. The
-// group (its streams) must outlive the clique; the clique may be moved with its group (it keeps
-// the members' devices and streams, not the group). A graph holding the clique's calls must not
-// be launched after the clique is destroyed. Destroying the clique frees its memory only after
-// every member's last call has finished (stream-ordered; no host wait).
+// Rules, as NCCL has its own for concurrent communicators. A clique is used from one host thread at
+// a time; its calls run in the order they are made, on every member; cliques of different threads
+// may share GPUs (each call's launches on all members happen under one process-wide lock, so that
+// every hardware queue sees the calls in the same order). Users' kernels that open a p2p_session
+// (p2p/device.cuh) are calls of the clique too, ordered with the others the same way. A call's grid
+// is a budget, at most half of each member's SMs (`max_blocks`), so that the kernels of two cliques
+// over the same GPUs, or a user's kernel beside them, can be resident together; calls of more than
+// two cliques that may run at once on the same GPUs need an order between them (the same streams,
+// or events), or smaller `max_blocks`. The group (its streams) must outlive the clique; the group
+// may be moved (the clique keeps the members' devices and streams, not the group), the clique
+// itself is neither copied nor moved. A graph holding the clique's calls must not be launched after
+// the clique is destroyed, or after it broke (`broken()`: its barriers then no longer wait).
+// Destroying the clique frees its memory only after every member's last call has finished
+// (stream-ordered; no host wait).
 #pragma once
 
 #include "../devices/topology.cuh"
@@ -93,6 +95,9 @@ class p2p_clique {
                                          " members; the peer-to-peer engine takes at most " +
                                          std::to_string(detail::p2p::max_ranks) +
                                          " (one NVLink domain). Use NCCL for more.");
+    detail::refuse_capture(group, "p2p_clique",
+                           "making a clique allocates and zeroes its state, then waits for that",
+                           "Make the clique before the capture.");
     require_peer_paths(group);
     group.enable_peer_access();
     const std::size_t n = group.size();

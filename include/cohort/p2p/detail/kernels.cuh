@@ -152,6 +152,9 @@ class block_session {
     if (linear_thread() == 0) base = e.epochs[block_];
     __syncthreads();
     base_ = base;
+    // `base` is one variable for every session a kernel opens: a second session's thread 0 must
+    // not overwrite it before every thread of this block has read it.
+    __syncthreads();
   }
 
   __device__ const engine& clique() const { return *e_; }
@@ -273,10 +276,18 @@ __device__ inline void walk(std::size_t count, F&& on_pack, G&& on_element) {
     on_element(e);
 }
 
+// The bytes of a P, with its size and alignment: what the copies move, so that they take any
+// trivially copyable type, one without a default constructor too.
+template <class P>
+struct alignas(alignof(P)) bytes_of {
+  unsigned char bytes[sizeof(P)];
+};
+
 // Copies `count` elements from `from` (maybe another rank's memory) to `to`.
 template <class T, int V>
 __device__ inline void copy_range(const T* from, T* to, std::size_t count) {
-  using P = pack<T, V>;
+  using P = bytes_of<pack<T, V>>;
+  using E = bytes_of<T>;
   const P* src = reinterpret_cast<const P*>(from);
   P* dst = reinterpret_cast<P*>(to);
   walk<T, V>(
@@ -288,7 +299,28 @@ __device__ inline void copy_range(const T* from, T* to, std::size_t count) {
         for (int u = 0; u < U; ++u)
           dst[j + u * stride] = held[u];
       },
-      [&](std::size_t e) { to[e] = load_shared(from + e); });
+      [&](std::size_t e) {
+        reinterpret_cast<E*>(to)[e] = load_shared(reinterpret_cast<const E*>(from) + e);
+      });
+}
+
+// `v` as a To. half and bfloat16 go through float with CUDA's intrinsics, so that the engine also
+// builds where their conversions are compiled out (__CUDA_NO_HALF_CONVERSIONS__,
+// __CUDA_NO_BFLOAT16_CONVERSIONS__, as PyTorch extensions build); float rounds to nearest.
+template <class To, class From>
+__device__ inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>)
+    return v;
+  else if constexpr (std::is_same_v<From, __half>)
+    return convert<To>(__half2float(v));
+  else if constexpr (std::is_same_v<From, __nv_bfloat16>)
+    return convert<To>(__bfloat162float(v));
+  else if constexpr (std::is_same_v<To, __half>)
+    return __float2half_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<To, __nv_bfloat16>)
+    return __float2bfloat16_rn(static_cast<float>(v));
+  else
+    return static_cast<To>(v);
 }
 
 // How a reduction turns elements into accumulators and back.
@@ -298,16 +330,11 @@ struct reducer {
   int ranks;
   __device__ Acc finish(Acc a) const {
     if constexpr (Average)
-      return a / static_cast<Acc>(ranks);
+      return a / convert<Acc>(ranks);
     else
       return a;
   }
-  __device__ T out(Acc a) const {
-    if constexpr (std::is_same_v<T, Acc>)
-      return finish(a);
-    else
-      return static_cast<T>(finish(a));
-  }
+  __device__ T out(Acc a) const { return convert<T>(finish(a)); }
 };
 
 // Reduces `count` elements at offset `first` of every rank's `from` into `to`, in rank order (so
@@ -323,14 +350,14 @@ __device__ inline void reduce_range(const per_rank<const T>& from, std::size_t f
         for (int u = 0; u < U; ++u) {
           const P p = load_shared(reinterpret_cast<const P*>(from.of[0] + first) + j + u * stride);
           for (int k = 0; k < V; ++k)
-            acc[u][k] = static_cast<Acc>(p.v[k]);
+            acc[u][k] = convert<Acc>(p.v[k]);
         }
         for (int q = 1; q < r.ranks; ++q)
           for (int u = 0; u < U; ++u) {
             const P p =
                 load_shared(reinterpret_cast<const P*>(from.of[q] + first) + j + u * stride);
             for (int k = 0; k < V; ++k)
-              acc[u][k] = r.op(acc[u][k], static_cast<Acc>(p.v[k]));
+              acc[u][k] = r.op(acc[u][k], convert<Acc>(p.v[k]));
           }
         for (int u = 0; u < U; ++u) {
           P result;
@@ -340,9 +367,9 @@ __device__ inline void reduce_range(const per_rank<const T>& from, std::size_t f
         }
       },
       [&](std::size_t e) {
-        Acc acc = static_cast<Acc>(load_shared(from.of[0] + first + e));
+        Acc acc = convert<Acc>(load_shared(from.of[0] + first + e));
         for (int q = 1; q < r.ranks; ++q)
-          acc = r.op(acc, static_cast<Acc>(load_shared(from.of[q] + first + e)));
+          acc = r.op(acc, convert<Acc>(load_shared(from.of[q] + first + e)));
         to[e] = r.out(acc);
       });
 }

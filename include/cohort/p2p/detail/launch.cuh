@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace cohort::detail::p2p {
 
@@ -32,6 +34,46 @@ inline void release_after_partial_launch(p2p_clique& peers, std::size_t launched
   }
 }
 
+// Refuses a call whose members' streams are not all in one capture, or all outside any: a rank
+// recorded into a graph and another run now would wait for each other for ever.
+inline void require_one_capture(p2p_clique& peers, const launch_config& config,
+                                const void* kernel) {
+  bool first_capturing = false;
+  unsigned long long first_id = 0;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    scoped_device on(peers.device(i));
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    check_cuda(cudaStreamGetCaptureInfo(peers.stream(i).native_handle(), &status, &id),
+               "cudaStreamGetCaptureInfo (p2p call)", peers.device(i).get());
+    const bool capturing = status != cudaStreamCaptureStatusNone;
+    if (i == 0) {
+      first_capturing = capturing;
+      first_id = id;
+    } else if (capturing != first_capturing || (capturing && id != first_id)) {
+      auto state = [](bool c) { return c ? "is being captured" : "is not being captured"; };
+      throw std::logic_error(
+          "cohort::" + kernel_name(config, kernel) + ": member 0's stream (device " +
+          std::to_string(peers.device(0).get()) + ") " + state(first_capturing) + " and member " +
+          std::to_string(i) + "'s (device " + std::to_string(peers.device(i).get()) + ") " +
+          (capturing == first_capturing ? "is in another capture" : state(capturing)) +
+          ": its ranks would wait for each other for ever. Nothing was enqueued. Capture every "
+          "member's stream in one capture (group_graph::capture forks them all), or none.");
+    }
+  }
+}
+
+// Every member's arguments, made before anything is launched: an argument that cannot be made
+// (args throws) then leaves the clique as it was.
+template <class Args>
+auto arguments_of_every_member(p2p_clique& peers, Args& args, bool no_op) {
+  std::vector<decltype(args(std::size_t{0}, no_op))> all;
+  all.reserve(peers.size());
+  for (std::size_t i = 0; i < peers.size(); ++i)
+    all.push_back(args(i, no_op));
+  return all;
+}
+
 // Loads `kernel` on every member before its first launch there, by a launch with ranks == 0 (an
 // engine kernel returns at once; a user's kernel ends where it opens its session). A launch loads
 // the kernel into the context of the member's stream (a green context on an emulated group),
@@ -43,23 +85,23 @@ void ensure_loaded(p2p_clique& peers, const launch_config& config, void (*kernel
   auto& loaded = peers.loaded_kernels();
   const void* key = reinterpret_cast<const void*>(kernel);
   if (std::find(loaded.begin(), loaded.end(), key) != loaded.end()) return;
+  if (peers.stream(0).is_capturing()) return; // loaded at instantiation; again next time
+  const auto no_op_args = arguments_of_every_member(peers, args, /*no_op=*/true);
+  launch_config no_op = config;
+  no_op.cooperative = false; // every thread leaves at once, so the grid need not be resident
   // Loaded only while no thread is half way through launching a call's kernels: every p2p kernel
   // already running then has its peers launched, and ends (execution/detail/launch_order.cuh).
   const std::lock_guard lock(multi_stream_launch_lock());
   for (std::size_t i = 0; i < peers.size(); ++i)
-    if (peers.stream(i).is_capturing()) return; // loaded at instantiation; again next time
-  launch_config no_op = config;
-  no_op.cooperative = false; // every thread leaves at once, so the grid need not be resident
-  for (std::size_t i = 0; i < peers.size(); ++i)
-    std::apply([&](auto&&... a) { launch(peers.stream(i), no_op, kernel, a...); },
-               args(i, /*no_op=*/true));
+    std::apply([&](auto&&... a) { launch(peers.stream(i), no_op, kernel, a...); }, no_op_args[i]);
   loaded.push_back(key);
 }
 
 // Launches `kernel` on every member's stream with `args(member, false)`'s arguments (the engine
-// or a p2p_handle among them). A launch that fails after earlier members launched releases their
-// kernels and leaves the clique broken: its members' epochs now differ, so no later call could
-// meet.
+// or a p2p_handle among them), all made before the first launch. Refused, before anything is
+// enqueued, on a broken clique and where the members' streams are not in one capture (or none).
+// A launch that fails after earlier members launched releases their kernels and leaves the
+// clique broken: its members' epochs now differ, so no later call could meet.
 template <class... Params, class Args>
 void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& config,
                                    void (*kernel)(Params...), Args&& args) {
@@ -67,7 +109,9 @@ void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& confi
     throw_invalid_argument(kernel_name(config, reinterpret_cast<const void*>(kernel)), "peers",
                            "an earlier call's launch failed part-way, so the members' engine "
                            "states differ for good: make a new p2p_clique.");
+  require_one_capture(peers, config, reinterpret_cast<const void*>(kernel));
   ensure_loaded(peers, config, kernel, args);
+  const auto member_args = arguments_of_every_member(peers, args, /*no_op=*/false);
   const unsigned blocks = config.grid.x * config.grid.y * config.grid.z;
   // Every member's launch of this call before any other thread's call: one order on every queue.
   const std::lock_guard lock(multi_stream_launch_lock());
@@ -81,7 +125,7 @@ void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& confi
                          peers.device(i).get());
       }
       std::apply([&](auto&&... a) { launch(peers.stream(i), config, kernel, a...); },
-                 args(i, false));
+                 member_args[i]);
     } catch (...) {
       if (i > 0) {
         peers.mark_broken();
