@@ -37,6 +37,7 @@
 
 #include "../distributed/distributed_buffer.cuh"
 #include "../distributed/on_each_shard.cuh"
+#include "../execution/detail/peer_paths.cuh"
 #include "../execution/device_group.cuh"
 #include "../execution/graph.cuh"
 #include "../execution/launch.cuh"
@@ -154,10 +155,12 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
                        std::to_string(max_sort_members) + ".");
   refuse_capture(group, function, "the sort reads a split table on the host",
                  "Run it outside the capture.");
-  if (p > 1 && !group.enable_peer_access())
-    throw_invalid_argument(function, "group",
-                           "has members without peer access to each other; the sort reads every "
-                           "member's sorted shard from member 0. Use GPUs with a peer path.");
+  if (p > 1) {
+    require_peer_paths(group, function,
+                       "the sort reads every member's sorted shard from member 0. Use GPUs with "
+                       "a peer path.");
+    (void)group.enable_peer_access(); // true: every pair has a path
+  }
   const partition& split = keys.split();
   auto count = [&](std::size_t k) { return split.count(k); };
   auto shard_keys = [&](std::size_t k) { return keys.shard(k).data.data(); };

@@ -30,8 +30,8 @@
 // (stream-ordered; no host wait).
 #pragma once
 
-#include "../devices/topology.cuh"
 #include "../errors/argument_error.cuh"
+#include "../execution/detail/peer_paths.cuh"
 #include "../execution/device_group.cuh"
 #include "../execution/launch.cuh"
 #include "../memory/device_buffer.cuh"
@@ -98,7 +98,9 @@ class p2p_clique {
     detail::refuse_capture(group, "p2p_clique",
                            "making a clique allocates and zeroes its state, then waits for that",
                            "Make the clique before the capture.");
-    require_peer_paths(group);
+    detail::require_peer_paths(group, "p2p_clique",
+                               "the peer-to-peer engine needs every pair to reach the other's "
+                               "memory. Use the NCCL clique for this group.");
     group.enable_peer_access();
     const std::size_t n = group.size();
     state_.reserve(n);
@@ -245,21 +247,6 @@ class p2p_clique {
     e.rank = static_cast<int>(rank);
     e.ranks = static_cast<int>(size());
     return e;
-  }
-
-  static void require_peer_paths(const device_group& group) {
-    for (std::size_t i = 0; i < group.size(); ++i)
-      for (std::size_t j = 0; j < group.size(); ++j) {
-        if (group.device(i) == group.device(j)) continue;
-        if (link_between(group.device(i), group.device(j)).kind != link_kind::peer)
-          detail::throw_invalid_argument(
-              "p2p_clique", "group",
-              "members " + std::to_string(i) + " (device " + std::to_string(group.device(i).get()) +
-                  ") and " + std::to_string(j) + " (device " +
-                  std::to_string(group.device(j).get()) +
-                  ") have no peer path: the peer-to-peer engine needs every pair to reach the "
-                  "other's memory. Use the NCCL clique for this group.");
-      }
   }
 
   std::vector<device_ref> devices_;

@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(block_threads)
   block_session session(e);
   const std::size_t half = session.scratch_offset();
   copy_range<T, V>(in, reinterpret_cast<T*>(e.scratch[e.rank] + half), count);
-  session.sync("barrier");
+  session.sync("one-shot all_reduce");
   per_rank<const T> from;
   for (int q = 0; q < max_ranks; ++q)
     from.of[q] = reinterpret_cast<const T*>(e.scratch[q] + half);
@@ -426,17 +426,17 @@ __global__ void __launch_bounds__(block_threads)
     first = start < count ? start : count;
     n = (count - first < chunk ? count - first : chunk);
   };
-  session.sync("barrier");
+  session.sync("two-shot all_reduce");
   std::size_t first = 0, n = 0;
   range(e.rank, first, n);
   reduce_range<T, Acc, V>(in, first, out.of[e.rank] + first, n, r);
-  session.sync("barrier");
+  session.sync("two-shot all_reduce");
   for (int step = 1; step < e.ranks; ++step) {
     const int q = (e.rank + step) % e.ranks; // each rank starts with a different peer
     range(q, first, n);
     copy_range<T, V>(out.of[q] + first, out.of[e.rank] + first, n);
   }
-  session.sync("barrier");
+  session.sync("two-shot all_reduce");
   session.end(epoch_step);
 }
 
@@ -449,12 +449,12 @@ __global__ void __launch_bounds__(block_threads)
     reduce_to(per_rank<const T> in, T* out, std::size_t count, int root, engine e, R r) {
   if (e.ranks == 0) return;
   block_session session(e);
-  session.sync("barrier");
+  session.sync("reduce or reduce_scatter");
   if (root < 0)
     reduce_range<T, Acc, V>(in, count * static_cast<std::size_t>(e.rank), out, count, r);
   else if (e.rank == root)
     reduce_range<T, Acc, V>(in, 0, out, count, r);
-  session.sync("barrier");
+  session.sync("reduce or reduce_scatter");
   session.end(epoch_step);
 }
 
@@ -464,12 +464,12 @@ __global__ void __launch_bounds__(block_threads)
     all_gather(per_rank<const T> in, T* out, std::size_t count, engine e) {
   if (e.ranks == 0) return;
   block_session session(e);
-  session.sync("barrier");
+  session.sync("all_gather");
   for (int step = 0; step < e.ranks; ++step) {
     const int q = (e.rank + step) % e.ranks;
     if (in.of[q] != out + count * q) copy_range<T, V>(in.of[q], out + count * q, count);
   }
-  session.sync("barrier");
+  session.sync("all_gather");
   session.end(epoch_step);
 }
 
@@ -479,9 +479,9 @@ __global__ void __launch_bounds__(block_threads)
     broadcast(const T* root_data, T* data, std::size_t count, engine e) {
   if (e.ranks == 0) return;
   block_session session(e);
-  session.sync("barrier");
+  session.sync("broadcast");
   if (root_data != data) copy_range<T, V>(root_data, data, count);
-  session.sync("barrier");
+  session.sync("broadcast");
   session.end(epoch_step);
 }
 
