@@ -14,6 +14,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -374,10 +375,17 @@ double time_steps(const model& m, int first_step, int steps, Step&& step) {
 }
 
 // The largest |a - b| / |b| over two runs' losses.
+// The largest relative difference between two loss curves; infinite where they differ in length
+// or either holds a NaN (which fmax would skip), so that a check against it can fail.
 inline double largest_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return INFINITY;
   double worst = 0;
-  for (std::size_t s = 0; s < a.size() && s < b.size(); ++s)
-    worst = std::fmax(worst, std::fabs(a[s] - b[s]) / std::fabs(b[s]));
+  for (std::size_t s = 0; s < a.size(); ++s) {
+    if (a[s] == b[s]) continue;
+    const double d = std::fabs(a[s] - b[s]) / std::fabs(b[s]);
+    if (std::isnan(d)) return INFINITY;
+    worst = std::max(worst, d);
+  }
   return worst;
 }
 

@@ -19,12 +19,12 @@ const char* const names[] = {"RANK",
                              "OMPI_COMM_WORLD_RANK",
                              "OMPI_COMM_WORLD_SIZE",
                              "OMPI_COMM_WORLD_LOCAL_RANK",
-                             "SLURM_PROCID",
-                             "SLURM_NTASKS",
-                             "SLURM_LOCALID",
                              "PMI_RANK",
                              "PMI_SIZE",
-                             "MPI_LOCALRANKID"};
+                             "MPI_LOCALRANKID",
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS",
+                             "SLURM_LOCALID"};
 
 void require(bool condition) {
   if (!condition) std::abort();

@@ -103,7 +103,8 @@ TEST_CASE("multi_device_for_each_n sees every global index exactly once") {
       const auto split = members == 3 ? cohort::partition::weighted(n, {1.0, 2.0, 4.0})
                                       : cohort::partition::even(n, members);
       cohort::multi_device_for_each_n(
-          group, n, [=] __device__(std::size_t i) { atomicAdd(h + i, static_cast<unsigned>(i % 7) + 1); },
+          group, n,
+          [=] __device__(std::size_t i) { atomicAdd(h + i, static_cast<unsigned>(i % 7) + 1); },
           split);
       group.synchronize();
       std::vector<unsigned> out(n);
@@ -157,20 +158,43 @@ TEST_CASE("the adaptive balancer gives the larger SM share more work") {
   float* o = out.data();
   for (int call = 0; call < 12; ++call) {
     // Compute-bound work, so speed follows the SM share.
-    cohort::multi_device_for_each_n(group, n, [=] __device__(std::size_t i) {
-      float v = static_cast<float>(i);
-      for (int k = 0; k < 200; ++k)
-        v = sinf(v) + 1.0f;
-      o[i] = v;
-    }, balancer);
+    cohort::multi_device_for_each_n(
+        group, n,
+        [=] __device__(std::size_t i) {
+          float v = static_cast<float>(i);
+          for (int k = 0; k < 200; ++k)
+            v = sinf(v) + 1.0f;
+          o[i] = v;
+        },
+        balancer);
     group.synchronize(); // lets the balancer read the timings on the next call
   }
   const auto& w = balancer.weights();
   CAPTURE(w[0]);
   CAPTURE(w[1]);
-  const double expected = static_cast<double>(group.sm_count(1)) / (group.sm_count(0) + group.sm_count(1));
+  const double expected =
+      static_cast<double>(group.sm_count(1)) / (group.sm_count(0) + group.sm_count(1));
   CHECK(w[1] == doctest::Approx(expected).epsilon(0.1));
   // Capability weights see the same split up front.
   const auto cap = cohort::by_capability(group);
   CHECK(cap[1] / (cap[0] + cap[1]) == doctest::Approx(expected).epsilon(0.02));
+}
+
+TEST_CASE("an error an earlier CUDA call left recorded is refused before any member's work") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(3);
+  cohort::distributed_buffer<int> x(group, 3001);
+  x.fill_bytes(0);
+  // CUB reports the thread's recorded error as its launch's: the call used to throw after member
+  // 0's kernel was enqueued, so a retry added 2 to shard 0.
+  REQUIRE(cudaSetDevice(1 << 20) == cudaErrorInvalidDevice);
+  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each(group, x, [] __device__(int& v) { v += 1; }),
+                       doctest::Contains("left recorded"), cohort::cuda_error);
+  CHECK(cudaPeekAtLastError() == cudaSuccess); // reported once, then cleared
+  cohort::multi_device_for_each(group, x, [] __device__(int& v) { v += 1; });
+  std::size_t wrong = 0;
+  for (std::size_t r = 0; r < group.size(); ++r)
+    for (int v : cohort::testing::shard_to_host(x, r))
+      wrong += v != 1;
+  CHECK(wrong == 0);
 }

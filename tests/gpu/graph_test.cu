@@ -479,7 +479,7 @@ TEST_CASE("what cannot be captured is refused by name inside group_graph::captur
   cohort::distributed_buffer<int> x(group, 1000);
   x.fill_bytes(0);
   CHECK_THROWS_WITH_AS(cohort::group_graph::capture(group, [&] { group.synchronize(); }),
-                       doctest::Contains("stream_ref::synchronize"), std::logic_error);
+                       doctest::Contains("device_group::synchronize: member 0"), std::logic_error);
   CHECK_THROWS_WITH_AS(
       cohort::group_graph::capture(
           group, [&] { (void)cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{}); }),
@@ -581,4 +581,51 @@ TEST_CASE("a p2p_clique made inside a capture is refused by name before it enque
   loaded_pair pair(65);
   cohort::all_reduce(pair.peers, std::as_const(pair.x), pair.y, cohort::sum);
   CHECK(pair.wrong_sums() == 0);
+}
+
+TEST_CASE("device_group::synchronize refuses a capturing member before it waits for any") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  // Member 0 is busy for a while; member 1's stream alone is being captured.
+  delay(group, 0, 200'000'000ull);
+  const cudaStream_t s1 = group.stream(1).native_handle();
+  {
+    cohort::scoped_device on(group.device(1));
+    REQUIRE(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  }
+  const auto began = std::chrono::steady_clock::now();
+  std::string message;
+  try {
+    group.synchronize();
+  } catch (const std::logic_error& e) {
+    message = e.what();
+  }
+  const auto took = std::chrono::steady_clock::now() - began;
+  cudaGraph_t graph = nullptr;
+  {
+    cohort::scoped_device on(group.device(1));
+    REQUIRE(cudaStreamEndCapture(s1, &graph) == cudaSuccess);
+  }
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  CAPTURE(message);
+  CHECK(message.find("device_group::synchronize: member 1") != std::string::npos);
+  // It used to wait for member 0's 200 ms first, then fail in stream_ref::synchronize.
+  CHECK(took < std::chrono::milliseconds(100));
+  group.synchronize();
+}
+
+TEST_CASE("the balancer form of multi_device_for_each_n is refused under capture, by name") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::adaptive_balancer balancer(group);
+  cohort::distributed_buffer<int> x(group, 1000);
+  x.fill_bytes(0);
+  int* first = x.shard(0).data.data();
+  const auto set_one = [=] __device__(std::size_t i) { first[i % 1000] = 1; };
+  CHECK_THROWS_WITH_AS(
+      cohort::group_graph::capture(
+          group, [&] { cohort::multi_device_for_each_n(group, 10, set_one, balancer); }),
+      doctest::Contains("multi_device_for_each_n: member 0"), std::logic_error);
+  for (std::size_t i = 0; i < group.size(); ++i)
+    CHECK_FALSE(group.stream(i).is_capturing());
 }

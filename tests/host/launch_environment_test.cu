@@ -38,6 +38,18 @@ TEST_CASE("launch environments of torchrun, Open MPI, Slurm and MPICH are read")
   REQUIRE(mpich);
   CHECK(mpich->local_rank == 0);
   CHECK_FALSE(cohort::launch_environment_from(lookup_in({})));
+  // mpiexec (MPICH, Intel MPI) inside an sbatch job: every rank also sees the job's step, rank 0
+  // of 1. The MPI ranks win (Slurm's variables used to, making every process rank 0 of 1).
+  auto inside_slurm = cohort::launch_environment_from(lookup_in({{"SLURM_PROCID", "0"},
+                                                                 {"SLURM_NTASKS", "1"},
+                                                                 {"SLURM_LOCALID", "0"},
+                                                                 {"PMI_RANK", "3"},
+                                                                 {"PMI_SIZE", "8"},
+                                                                 {"MPI_LOCALRANKID", "3"}}));
+  REQUIRE(inside_slurm);
+  CHECK(inside_slurm->rank == 3);
+  CHECK(inside_slurm->world_size == 8);
+  CHECK(inside_slurm->local_rank == 3);
   CHECK_THROWS_WITH_AS(
       cohort::launch_environment_from(lookup_in({{"RANK", "x"}, {"WORLD_SIZE", "2"}})),
       doctest::Contains("argument 'RANK'"), std::invalid_argument);
@@ -59,4 +71,24 @@ TEST_CASE("launch variables must be plain whole numbers that fit an int") {
       cohort::launch_environment_from(lookup_in({{"RANK", "0"}, {"WORLD_SIZE", "2147483647"}}));
   REQUIRE(most);
   CHECK(most->world_size == 2147483647);
+}
+
+TEST_CASE("a run's tag comes from its launcher and tells it from earlier runs") {
+  CHECK(cohort::launch_run_tag(lookup_in({})).empty());
+  CHECK(cohort::launch_run_tag(lookup_in({{"PMIX_NAMESPACE", "prterun-node-123@1"},
+                                          {"SLURM_JOB_ID", "41"},
+                                          {"SLURM_STEP_ID", "0"}})) ==
+        "PMIX_NAMESPACE=prterun-node-123@1");
+  CHECK(cohort::launch_run_tag(lookup_in({{"OMPI_MCA_ess_base_jobid", "2837"}})) ==
+        "OMPI_MCA_ess_base_jobid=2837");
+  const auto first =
+      cohort::launch_run_tag(lookup_in({{"SLURM_JOB_ID", "41"}, {"SLURM_STEP_ID", "0"}}));
+  const auto second =
+      cohort::launch_run_tag(lookup_in({{"SLURM_JOB_ID", "41"}, {"SLURM_STEP_ID", "1"}}));
+  CHECK(first == "SLURM=41.0");
+  CHECK(first != second);
+  // A batch script's own environment (no step) names no run.
+  CHECK(cohort::launch_run_tag(lookup_in({{"SLURM_JOB_ID", "41"}})).empty());
+  CHECK(cohort::launch_run_tag(lookup_in({{"TORCHELASTIC_RUN_ID", "abc"}})) ==
+        "TORCHELASTIC_RUN_ID=abc");
 }

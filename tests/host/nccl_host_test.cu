@@ -75,3 +75,17 @@ TEST_CASE("an abort is recorded for its communicator, not for an address NCCL ca
   b.end(std::chrono::milliseconds(0));
   CHECK(b.ended());
 }
+
+TEST_CASE("an id file is tagged with its run: a file an earlier run left is waited past") {
+  const auto id = cohort::unique_id::from_native(fake_id());
+  const std::string path = "cohort_test_tagged_id_" + std::to_string(::getpid());
+  id.write_file(path, "SLURM=41.0");
+  // A later run (another step) must not take it: it used to read it at once.
+  CHECK_THROWS_WITH_AS(
+      cohort::unique_id::read_file(path, std::chrono::milliseconds(60), "SLURM=41.1"),
+      doctest::Contains("holds the id of another run (SLURM=41.0)"), std::runtime_error);
+  CHECK(cohort::unique_id::read_file(path, std::chrono::milliseconds(60), "SLURM=41.0").to_hex() ==
+        id.to_hex());
+  CHECK(cohort::unique_id::read_file(path, std::chrono::milliseconds(60)).to_hex() == id.to_hex());
+  std::remove(path.c_str());
+}

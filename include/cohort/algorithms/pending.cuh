@@ -4,7 +4,8 @@
 // value (`ready()` says, without blocking, whether it would have to). Destroying a pending value
 // that was never waited for waits for it (its memory is in use until the GPU is done). A pending
 // value belongs to one call, so the reductions that return one refuse to be captured into a CUDA
-// graph; their `_into` forms (reduce.cuh) leave the value in device memory instead.
+// graph; their `_into` forms (reduce.cuh) leave the value in device memory instead. A pending
+// value must not outlive its group: its scratch is freed on the members' streams.
 //
 //   cohort::pending<double> sum = cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{});
 //   more_work();             // more work, still asynchronous
@@ -12,9 +13,9 @@
 //   double s = sum.wait();   // blocks here, once
 #pragma once
 
-#include "../streams/event.cuh"
-#include "../memory/device_buffer.cuh"
 #include "../memory/detail/pinned_slots.cuh"
+#include "../memory/device_buffer.cuh"
+#include "../streams/event.cuh"
 
 #include <memory>
 #include <optional>
@@ -28,11 +29,13 @@ class pending {
   static_assert(sizeof(T) <= detail::pinned_slots::slot_bytes,
                 "cohort::pending<T> holds values of at most 256 bytes.");
 
-public:
+ public:
   // `host` is a pinned slot (detail::pinned_slots) the GPU writes the value to before `done`
   // completes; `keep_alive` holds device memory the computation still uses.
   pending(T* host, event done, std::vector<device_buffer<unsigned char>> keep_alive)
-      : host_(host), done_(std::move(done)), keep_alive_(std::move(keep_alive)) {}
+      : host_(host)
+      , done_(std::move(done))
+      , keep_alive_(std::move(keep_alive)) {}
 
   pending(pending&& other) noexcept
       : host_(std::exchange(other.host_, nullptr))
@@ -46,13 +49,18 @@ public:
     if (host_ == nullptr) return;
     try {
       done_.synchronize();
-    } catch (...) { // a failed computation: nothing to report from a destructor
+    } catch (...) { // a failed computation: nothing to report from a destructor. The GPU may
+      return;       // still write the slot: it is not handed to another result (a leak of 256 B).
     }
     detail::pinned_slots::instance().give_back(host_);
   }
 
   // True when the value is ready; never blocks.
-  bool ready() const { return done_.ready(); }
+  bool ready() const {
+    detail::require_argument(host_ != nullptr, "pending::ready", "this",
+                             "the value was moved away.");
+    return done_.ready();
+  }
 
   // Blocks until the value is computed and returns it.
   T wait() {
@@ -62,7 +70,7 @@ public:
     return *host_;
   }
 
-private:
+ private:
   T* host_;
   event done_;
   std::vector<device_buffer<unsigned char>> keep_alive_;

@@ -62,6 +62,7 @@ template <bool Exclusive, class T, class InputOf, class Op>
 void scan_over_members(const device_group& group, InputOf input_of, distributed_buffer<T>& out,
                        const T* init, Op op, std::string_view function, std::string_view argument) {
   static_assert(std::is_trivially_copyable_v<T>, "cohort scans need a trivially copyable type.");
+  refuse_recorded_error(function, group.device(0).get());
   const std::size_t members = group.size();
   const partition& split = out.split();
   std::vector<bool> has_carry(members);

@@ -155,6 +155,7 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
                        std::to_string(max_sort_members) + ".");
   refuse_capture(group, function, "the sort reads a split table on the host",
                  "Run it outside the capture.");
+  refuse_recorded_error(function, group.device(0).get());
   if (p > 1) {
     require_peer_paths(group, function,
                        "the sort reads every member's sorted shard from member 0. Use GPUs with "

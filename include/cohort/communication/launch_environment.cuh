@@ -3,6 +3,7 @@
 //
 //   if (auto env = cohort::launch_environment_from())
 //     use(env->rank, env->world_size, env->local_rank);
+//   const std::string run = cohort::launch_run_tag(); // the same in every rank of this run
 #pragma once
 
 #include "../errors/argument_error.cuh"
@@ -44,8 +45,11 @@ inline std::optional<int> integer_variable(const std::function<const char*(const
 } // namespace detail
 
 // The rank, world size and local rank a launcher set, tried in this order: RANK/WORLD_SIZE/
-// LOCAL_RANK (torchrun and hand-set), Open MPI's OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID/NTASKS/
-// LOCALID, MPICH's PMI_RANK/PMI_SIZE/MPI_LOCALRANKID. Nothing found: no value.
+// LOCAL_RANK (torchrun and hand-set), Open MPI's OMPI_COMM_WORLD_*, MPICH's (and Intel MPI's)
+// PMI_RANK/PMI_SIZE/MPI_LOCALRANKID, Slurm's SLURM_PROCID/NTASKS/LOCALID. MPI's variables come
+// before Slurm's: an mpiexec inside an sbatch or salloc job leaves the job's SLURM_PROCID and
+// SLURM_NTASKS in every process's environment, and they describe the job, not the MPI ranks.
+// Nothing found: no value.
 inline std::optional<launch_environment>
 launch_environment_from(const std::function<const char*(const char*)>& lookup =
                             [](const char* name) { return std::getenv(name); }) {
@@ -55,8 +59,8 @@ launch_environment_from(const std::function<const char*(const char*)>& lookup =
   const names schemes[] = {
       {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-      {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"}};
+      {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
   for (const names& n : schemes) {
     const auto rank = detail::integer_variable(lookup, n.rank);
     const auto size = detail::integer_variable(lookup, n.size);
@@ -72,6 +76,27 @@ launch_environment_from(const std::function<const char*(const char*)>& lookup =
     return env;
   }
   return std::nullopt;
+}
+
+// What tells this run of the program from the launcher's earlier runs, the same in every one of
+// its processes: Open MPI 5's and PMIx's PMIX_NAMESPACE, Open MPI 4's OMPI_MCA_ess_base_jobid,
+// srun's SLURM_JOB_ID.SLURM_STEP_ID, torchrun's TORCHELASTIC_RUN_ID; empty where none is set
+// (MPICH's mpiexec, hand-set RANK). bootstrap_from_environment tags its id file with it, so that
+// a file an earlier run left behind is not taken for this run's.
+inline std::string launch_run_tag(const std::function<const char*(const char*)>& lookup =
+                                      [](const char* name) { return std::getenv(name); }) {
+  auto value = [&](const char* name) -> std::string {
+    const char* text = lookup(name);
+    return text != nullptr ? std::string(text) : std::string();
+  };
+  for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"})
+    if (std::string tag = value(name); !tag.empty()) return std::string(name) + "=" + tag;
+  if (std::string job = value("SLURM_JOB_ID"), step = value("SLURM_STEP_ID");
+      !job.empty() && !step.empty())
+    return "SLURM=" + job + "." + step;
+  if (std::string run = value("TORCHELASTIC_RUN_ID"); !run.empty())
+    return "TORCHELASTIC_RUN_ID=" + run;
+  return {};
 }
 
 } // namespace cohort

@@ -37,7 +37,10 @@ struct max_t {
     return a < b ? b : a;
   }
 };
-// The sum divided by the number of ranks (the division is done once, after the sum).
+// The sum divided by the number of ranks. The peer-to-peer engine divides once, after the sum;
+// NCCL's ncclAvg, on the NCCL path, scales each input by 1/ranks before summing floating types
+// (its premultiplied sum), so there results can differ from the engine's in the last bits where
+// the rank count is not a power of two (bfloat16: by up to bfloat16's rounding of 1/ranks).
 struct avg_t : sum_t {};
 
 inline constexpr sum_t sum{};
@@ -51,10 +54,11 @@ template <class Op>
 inline constexpr bool divides_by_ranks = std::is_same_v<std::remove_cvref_t<Op>, avg_t>;
 // One of cohort's own operators, which act on each element (each lane of a __half2) alike.
 template <class Op>
-inline constexpr bool is_cohort_operator =
-    std::is_same_v<std::remove_cvref_t<Op>, sum_t> || std::is_same_v<std::remove_cvref_t<Op>, prod_t> ||
-    std::is_same_v<std::remove_cvref_t<Op>, min_t> || std::is_same_v<std::remove_cvref_t<Op>, max_t> ||
-    std::is_same_v<std::remove_cvref_t<Op>, avg_t>;
+inline constexpr bool is_cohort_operator = std::is_same_v<std::remove_cvref_t<Op>, sum_t> ||
+                                           std::is_same_v<std::remove_cvref_t<Op>, prod_t> ||
+                                           std::is_same_v<std::remove_cvref_t<Op>, min_t> ||
+                                           std::is_same_v<std::remove_cvref_t<Op>, max_t> ||
+                                           std::is_same_v<std::remove_cvref_t<Op>, avg_t>;
 } // namespace detail
 
 } // namespace cohort

@@ -3,7 +3,11 @@
 // Member i of the group holds the contiguous shard [offset(i), offset(i) + count(i)) of the global
 // index space, as a `device_buffer` allocated on the member's stream. The split is a `partition`
 // (even by default). Each shard's pointer can be used by the other members' kernels once peer
-// access is enabled between them (`device_group::enable_peer_access`).
+// access is enabled between them (`device_group::enable_peer_access`). The buffer must not
+// outlive its group: each shard is freed on its member's stream. Copies to and from ordinary
+// (pageable) host memory follow CUDA's rules: they may wait for the member's earlier work, and a
+// copy to pageable memory returns only when it is done, so the next member's copy is enqueued
+// after it; use pinned memory (cudaMallocHost) for copies that return at once.
 //
 //   cohort::device_group group(cohort::devices());
 //   cohort::distributed_buffer<float> x(group, n);          // even split
@@ -42,7 +46,7 @@ struct shard {
 
 template <class T>
 class distributed_buffer {
-public:
+ public:
   using value_type = T;
 
   // `n` uninitialized elements split evenly over `group`.
@@ -50,13 +54,13 @@ public:
       : distributed_buffer(group, partition::even(n, group.size())) {}
 
   // Elements split over `group` as `split` says; it must have one part per member.
-  distributed_buffer(const device_group& group, partition split) : split_(std::move(split)) {
+  distributed_buffer(const device_group& group, partition split)
+      : split_(std::move(split)) {
     if (split_.parts() != group.size())
-      detail::throw_invalid_argument("distributed_buffer", "split",
-                                     "has " + std::to_string(split_.parts()) +
-                                         " parts but the group has " +
-                                         std::to_string(group.size()) +
-                                         " members; give one part per member.");
+      detail::throw_invalid_argument(
+          "distributed_buffer", "split",
+          "has " + std::to_string(split_.parts()) + " parts but the group has " +
+              std::to_string(group.size()) + " members; give one part per member.");
     shards_.reserve(group.size());
     // If a later shard fails to allocate, the vector's destructor frees the earlier ones.
     for (std::size_t i = 0; i < group.size(); ++i)
@@ -97,7 +101,7 @@ public:
       b.fill_bytes(value);
   }
 
-private:
+ private:
   template <class U>
   cohort::shard<U> view(std::size_t i) const {
     const device_buffer<T>& b = shards_.at(i);

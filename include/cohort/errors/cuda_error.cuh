@@ -94,7 +94,7 @@ inline std::string cuda_message(cudaError_t status, std::string_view call, int d
 } // namespace detail
 
 class cuda_error : public std::runtime_error {
-public:
+ public:
   cuda_error(cudaError_t status, std::string_view call, int device,
              std::source_location where = std::source_location::current(),
              std::string_view context = {})
@@ -112,7 +112,7 @@ public:
   // True when the device's context is lost and the process must restart to use it again.
   bool context_lost() const noexcept { return detail::is_sticky(status_); }
 
-private:
+ private:
   cudaError_t status_;
   std::string call_;
   int device_;
@@ -136,6 +136,23 @@ inline void check_launch(std::string_view kernel, int device,
                          std::source_location where = std::source_location::current()) {
   if (cudaError_t status = cudaGetLastError(); status != cudaSuccess) [[unlikely]]
     throw cuda_error(status, std::string("launch of ") + std::string(kernel), device, where);
+}
+
+// Before a call that launches through CUB on several members: CUB reports the thread's recorded
+// error (cudaPeekAtLastError) as its launch's, so an error an earlier call left recorded would
+// stop the call after its first members were enqueued. Reported here, before anything is
+// enqueued, and cleared (a non-sticky one) so that it surfaces once.
+inline void refuse_recorded_error(std::string_view function, int device,
+                                  std::source_location where = std::source_location::current()) {
+  const cudaError_t recorded = cudaPeekAtLastError();
+  if (recorded == cudaSuccess) [[likely]]
+    return;
+  if (!detail::is_sticky(recorded)) (void)cudaGetLastError();
+  throw cuda_error(recorded, std::string(function) + " (an error an earlier call left recorded)",
+                   device, where,
+                   "A CUDA call before this one failed and its error was never read with "
+                   "cudaGetLastError; nothing of this call was enqueued. Check the return value "
+                   "of every CUDA call, and read launch errors right after the launch.");
 }
 
 // For destructors, which never throw: the status is dropped (and a non-sticky one cleared).

@@ -5,9 +5,12 @@
 //   cohort::communicator comm = cohort::bootstrap_from_environment(argv[1]);
 //   cohort::all_reduce(comm, grads.span(), cohort::sum, stream);
 //
-// Rank 0 creates the id and writes it to the file; the others wait for the file. Each process
-// takes GPU (local rank mod visible GPUs). The same program runs across nodes when the file is on
-// a shared file system.
+// Rank 0 creates the id and writes it to the file; the others wait for the file, tagged with the
+// launcher's name for this run (launch_run_tag: mpirun's job, srun's step), so that a file an
+// earlier run left at that path is not read as this run's. Where the launcher names no run
+// (MPICH's mpiexec, RANK set by hand), remove the file before starting, or use a path of its own
+// for each run. Each process takes GPU (local rank mod visible GPUs). The same program runs
+// across nodes when the file is on a shared file system.
 #pragma once
 
 #include "../communication/launch_environment.cuh"
@@ -37,12 +40,15 @@ bootstrap_from_environment(const std::string& id_file,
   const int visible = device_count();
   if (visible == 0) throw std::runtime_error("cohort::bootstrap_from_environment: no GPU visible.");
   const device_ref device{env->local_rank % visible};
+  // Tagged with the run, where the launcher names it, so that the other ranks never take a file an
+  // earlier run left at the same path for this run's.
+  const std::string run = launch_run_tag();
   unique_id id;
   if (env->rank == 0) {
     id = unique_id::create();
-    id.write_file(id_file);
+    id.write_file(id_file, run);
   } else {
-    id = unique_id::read_file(id_file, timeout);
+    id = unique_id::read_file(id_file, timeout, run);
   }
   return communicator::create(id, env->world_size, env->rank, device, timeout, calls);
 }

@@ -100,7 +100,7 @@ constexpr void require_nccl_element() {
                 "uint8, int32, uint32, int64, uint64, half, bfloat16, float, double, fp8). "
                 "broadcast, all_gather, send and recv move any trivially copyable type as bytes; "
                 "reductions of user-defined types go through cohort's peer-to-peer engine "
-                "(cohort::p2p_clique, p2p_collectives.cuh), or multi_device_reduce for a single "
+                "(cohort::p2p_clique, p2p/collectives.cuh), or multi_device_reduce for a single "
                 "value.");
 }
 
@@ -112,7 +112,7 @@ constexpr ncclRedOp_t nccl_op() {
                 "(cohort::sum, ..., or cuda::std::plus<>, multiplies<>, cuda::minimum<>, "
                 "cuda::maximum<>). Other operators go through cohort's peer-to-peer engine "
                 "(cohort::p2p_clique, "
-                "p2p_collectives.cuh), or multi_device_reduce for a single value.");
+                "p2p/collectives.cuh), or multi_device_reduce for a single value.");
   return nccl_op_of<std::remove_cvref_t<Op>>::op;
 }
 

@@ -70,11 +70,14 @@ class unique_id {
 
   // Writes the id to `path` atomically (a temporary file renamed into place), so a reader never
   // sees half an id.
-  void write_file(const std::string& path) const {
+  // Writes the id to `path` (whole, or not at all: through a file renamed into place), with
+  // `run` (launch_run_tag) on a second line, so that readers of a later run can tell it is not
+  // theirs.
+  void write_file(const std::string& path, const std::string& run = {}) const {
     const std::string temporary = path + ".partial";
     {
       std::ofstream out(temporary, std::ios::trunc);
-      out << to_hex() << '\n';
+      out << to_hex() << '\n' << run << '\n';
       if (!out.flush())
         detail::throw_invalid_argument("unique_id::write_file", "path",
                                        "cannot write '" + temporary + "'.");
@@ -84,17 +87,30 @@ class unique_id {
                                      "cannot rename '" + temporary + "' to '" + path + "'.");
   }
 
-  // Waits up to `timeout` for `path` to appear, then reads the id from it.
-  static unique_id read_file(const std::string& path, std::chrono::milliseconds timeout) {
+  // Waits up to `timeout` for `path` to hold an id written for `run`, then reads it. An empty
+  // `run` takes whatever id the file holds; otherwise a file tagged for another run (an earlier
+  // run's, left behind) is waited past, as if it were not there yet.
+  static unique_id read_file(const std::string& path, std::chrono::milliseconds timeout,
+                             const std::string& run = {}) {
     const auto give_up = std::chrono::steady_clock::now() + timeout;
+    std::string stale;
     while (true) {
       std::ifstream in(path);
-      std::string text;
-      if (in && std::getline(in, text) && !text.empty()) return from_hex(text);
+      std::string text, tag;
+      if (in && std::getline(in, text) && !text.empty()) {
+        std::getline(in, tag);
+        if (run.empty() || tag == run) return from_hex(text);
+        stale = tag.empty() ? "no run" : tag;
+      }
       if (std::chrono::steady_clock::now() > give_up)
-        throw std::runtime_error("cohort::unique_id::read_file: '" + path +
-                                 "' did not appear within " + std::to_string(timeout.count()) +
-                                 " ms; is rank 0 running and writing it to the same path?");
+        throw std::runtime_error(
+            "cohort::unique_id::read_file: '" + path + "' " +
+            (stale.empty() ? "did not appear within " + std::to_string(timeout.count()) +
+                                 " ms; is rank 0 running and writing it to the same path?"
+                           : "holds the id of another run (" + stale + "), not this run's (" + run +
+                                 "), and rank 0 did not replace it within " +
+                                 std::to_string(timeout.count()) +
+                                 " ms; is rank 0 of this run writing the same path?"));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
