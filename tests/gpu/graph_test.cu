@@ -527,25 +527,14 @@ TEST_CASE("a p2p call whose members' streams are not all in one capture is refus
   loaded_pair pair(61);
   // Only member 0's stream captured (a user's own capture that forgot to fork the others): rank 1
   // would run now and wait for a rank 0 that exists only in the graph.
-  const cudaStream_t s0 = pair.group.stream(0).native_handle();
-  {
-    cohort::scoped_device on(pair.group.device(0));
-    REQUIRE(cudaStreamBeginCapture(s0, cudaStreamCaptureModeRelaxed) == cudaSuccess);
-  }
+  cohort::testing::lone_capture capture(pair.group, 0);
   std::string message;
   try {
     cohort::all_reduce(pair.peers, std::as_const(pair.x), pair.y, cohort::sum);
   } catch (const std::logic_error& e) {
     message = e.what();
   }
-  cudaGraph_t graph = nullptr;
-  {
-    cohort::scoped_device on(pair.group.device(0));
-    REQUIRE(cudaStreamEndCapture(s0, &graph) == cudaSuccess);
-  }
-  std::size_t nodes = 99;
-  REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
-  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  const std::size_t nodes = capture.end();
   CAPTURE(message);
   CHECK(message.find("member 1") != std::string::npos);
   CHECK(message.find("Nothing was enqueued") != std::string::npos);
@@ -588,11 +577,7 @@ TEST_CASE("device_group::synchronize refuses a capturing member before it waits 
   auto group = cohort::testing::group_of(2);
   // Member 0 is busy for a while; member 1's stream alone is being captured.
   delay(group, 0, 200'000'000ull);
-  const cudaStream_t s1 = group.stream(1).native_handle();
-  {
-    cohort::scoped_device on(group.device(1));
-    REQUIRE(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed) == cudaSuccess);
-  }
+  cohort::testing::lone_capture capture(group, 1);
   const auto began = std::chrono::steady_clock::now();
   std::string message;
   try {
@@ -601,12 +586,7 @@ TEST_CASE("device_group::synchronize refuses a capturing member before it waits 
     message = e.what();
   }
   const auto took = std::chrono::steady_clock::now() - began;
-  cudaGraph_t graph = nullptr;
-  {
-    cohort::scoped_device on(group.device(1));
-    REQUIRE(cudaStreamEndCapture(s1, &graph) == cudaSuccess);
-  }
-  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  (void)capture.end();
   CAPTURE(message);
   CHECK(message.find("device_group::synchronize: member 1") != std::string::npos);
   // It used to wait for member 0's 200 ms first, then fail in stream_ref::synchronize.

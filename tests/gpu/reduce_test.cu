@@ -603,3 +603,28 @@ TEST_CASE("a reduction that runs out of memory leaves nothing queued that writes
   CHECK_MESSAGE(damaged == 0, damaged << " byte(s) of memory freed by a failed reduction were "
                                          "written after it returned");
 }
+
+TEST_CASE("a _into reduction whose members are not all in one capture is refused before it "
+          "enqueues") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::distributed_buffer<int> x(group, 1000);
+  x.fill_bytes(0);
+  cohort::device_result<int> result(group);
+  // Only member 1's stream captured: member 0's part used to run now, and member 1's only in the
+  // graph, each waiting for the other's events.
+  cohort::testing::lone_capture capture(group, 1);
+  std::string message;
+  try {
+    cohort::multi_device_reduce_into(group, x, 7, cuda::std::plus<>{}, result);
+  } catch (const std::logic_error& e) {
+    message = e.what();
+  }
+  const std::size_t nodes = capture.end();
+  CAPTURE(message);
+  CHECK(message.find("multi_device_reduce_into: member 0") != std::string::npos);
+  CHECK(message.find("Nothing was enqueued") != std::string::npos);
+  CHECK(nodes == 0);
+  cohort::multi_device_reduce_into(group, x, 7, cuda::std::plus<>{}, result); // still works
+  CHECK(result.get() == 7);
+}

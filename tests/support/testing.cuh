@@ -131,6 +131,45 @@ T poison_value() {
   return value;
 }
 
+// Member `rank`'s stream alone captured (relaxed mode) for a scope, to test that a call refuses
+// a group whose members are not all in one capture: `end()` ends the capture and says how many
+// nodes the refused call left in it (none, if it refused before enqueuing).
+class lone_capture {
+ public:
+  lone_capture(const device_group& group, std::size_t rank)
+      : device_(group.device(rank))
+      , stream_(group.stream(rank).native_handle()) {
+    scoped_device on(device_);
+    if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed) != cudaSuccess)
+      throw std::runtime_error("lone_capture: cudaStreamBeginCapture failed");
+  }
+  std::size_t end() {
+    scoped_device on(device_);
+    ended_ = true;
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) != cudaSuccess)
+      throw std::runtime_error("lone_capture: cudaStreamEndCapture failed");
+    std::size_t nodes = 0;
+    const cudaError_t counted = cudaGraphGetNodes(graph, nullptr, &nodes);
+    (void)cudaGraphDestroy(graph);
+    if (counted != cudaSuccess) throw std::runtime_error("lone_capture: cudaGraphGetNodes failed");
+    return nodes;
+  }
+  ~lone_capture() {
+    if (!ended_) try {
+        (void)end();
+      } catch (...) {
+      }
+  }
+  lone_capture(const lone_capture&) = delete;
+  lone_capture& operator=(const lone_capture&) = delete;
+
+ private:
+  device_ref device_;
+  cudaStream_t stream_;
+  bool ended_ = false;
+};
+
 // Member r's shard of `x`, read back: copied on the shard's stream, which is then synchronized.
 template <class T>
 std::vector<T> shard_to_host(const distributed_buffer<T>& x, std::size_t r) {

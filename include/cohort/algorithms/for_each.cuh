@@ -60,7 +60,7 @@ void multi_device_for_each(const device_group& group, distributed_buffer<T>& buf
   const detail::nvtx_range range("multi_device_for_each", "%zu items, %zu members", buffer.size(),
                                  group.size());
   detail::require_buffer_of_group(buffer, group, "multi_device_for_each", "buffer");
-  refuse_recorded_error("multi_device_for_each", group.device(0).get());
+  detail::refuse_recorded_error("multi_device_for_each", group.device(0).get());
   on_each_shard(buffer, [&](shard<T> s) {
     const detail::nvtx_range part("multi_device_for_each", "member %zu: %zu items", s.rank,
                                   s.data.size());
@@ -82,7 +82,7 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
   detail::require_argument(split.size() == n, "multi_device_for_each_n", "split",
                            "covers " + std::to_string(split.size()) + " items but n is " +
                                std::to_string(n) + ".");
-  refuse_recorded_error("multi_device_for_each_n", group.device(0).get());
+  detail::refuse_recorded_error("multi_device_for_each_n", group.device(0).get());
   on_each_member(group, [&](const member& m) {
     const detail::nvtx_range part("multi_device_for_each_n", "member %zu: %zu items", m.rank,
                                   split.count(m.rank));
@@ -110,7 +110,7 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
                          "on the next call",
                          "Capture the form that takes a partition "
                          "(partition::weighted(n, balancer.weights())).");
-  refuse_recorded_error("multi_device_for_each_n", group.device(0).get());
+  detail::refuse_recorded_error("multi_device_for_each_n", group.device(0).get());
   const partition split = balancer.next_split(group, n, "multi_device_for_each_n", "balancer");
   on_each_member(group, [&](const member& m) {
     const detail::nvtx_range part("multi_device_for_each_n", "member %zu: %zu items", m.rank,

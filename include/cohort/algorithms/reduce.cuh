@@ -29,6 +29,7 @@
 
 #include "../devices/detail/nvtx.cuh"
 #include "../distributed/on_each_shard.cuh"
+#include "../execution/detail/one_capture.cuh"
 #include "../execution/launch.cuh"
 #include "../execution/on_each.cuh"
 #include "pending.cuh"
@@ -451,6 +452,7 @@ class device_result {
       detail::throw_invalid_argument(function, "result",
                                      "was made for another group (its streams are not this "
                                      "group's); make a device_result over this group.");
+    detail::require_one_capture(streams_, function);
     detail::enqueue_reduce(group, counts, input_of, init, op, transform, scratch_, events_,
                            value_.data());
   }

@@ -138,6 +138,13 @@ inline void check_launch(std::string_view kernel, int device,
     throw cuda_error(status, std::string("launch of ") + std::string(kernel), device, where);
 }
 
+// For destructors, which never throw: the status is dropped (and a non-sticky one cleared).
+inline void ignore_cuda_error(cudaError_t status) noexcept {
+  if (status != cudaSuccess && !detail::is_sticky(status)) (void)cudaGetLastError();
+}
+
+namespace detail {
+
 // Before a call that launches through CUB on several members: CUB reports the thread's recorded
 // error (cudaPeekAtLastError) as its launch's, so an error an earlier call left recorded would
 // stop the call after its first members were enqueued. Reported here, before anything is
@@ -155,9 +162,6 @@ inline void refuse_recorded_error(std::string_view function, int device,
                    "of every CUDA call, and read launch errors right after the launch.");
 }
 
-// For destructors, which never throw: the status is dropped (and a non-sticky one cleared).
-inline void ignore_cuda_error(cudaError_t status) noexcept {
-  if (status != cudaSuccess && !detail::is_sticky(status)) (void)cudaGetLastError();
-}
+} // namespace detail
 
 } // namespace cohort

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../../execution/detail/launch_order.cuh"
+#include "../../execution/detail/one_capture.cuh"
 #include "../../execution/launch.cuh"
 #include "../p2p_clique.cuh"
 #include "kernels.cuh"
@@ -35,32 +36,13 @@ inline void release_after_partial_launch(p2p_clique& peers, std::size_t launched
 }
 
 // Refuses a call whose members' streams are not all in one capture, or all outside any: a rank
-// recorded into a graph and another run now would wait for each other for ever.
-inline void require_one_capture(p2p_clique& peers, const launch_config& config,
-                                const void* kernel) {
-  bool first_capturing = false;
-  unsigned long long first_id = 0;
-  for (std::size_t i = 0; i < peers.size(); ++i) {
-    scoped_device on(peers.device(i));
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    unsigned long long id = 0;
-    check_cuda(cudaStreamGetCaptureInfo(peers.stream(i).native_handle(), &status, &id),
-               "cudaStreamGetCaptureInfo (p2p call)", peers.device(i).get());
-    const bool capturing = status != cudaStreamCaptureStatusNone;
-    if (i == 0) {
-      first_capturing = capturing;
-      first_id = id;
-    } else if (capturing != first_capturing || (capturing && id != first_id)) {
-      auto state = [](bool c) { return c ? "is being captured" : "is not being captured"; };
-      throw std::logic_error(
-          "cohort::" + kernel_name(config, kernel) + ": member 0's stream (device " +
-          std::to_string(peers.device(0).get()) + ") " + state(first_capturing) + " and member " +
-          std::to_string(i) + "'s (device " + std::to_string(peers.device(i).get()) + ") " +
-          (capturing == first_capturing ? "is in another capture" : state(capturing)) +
-          ": its ranks would wait for each other for ever. Nothing was enqueued. Capture every "
-          "member's stream in one capture (group_graph::capture forks them all), or none.");
-    }
-  }
+// recorded into a graph and another run now would wait for each other for ever. (Named by the
+// launch's name; a user's p2p_launch without one as "p2p_launch".)
+inline void require_one_capture(p2p_clique& peers, const launch_config& config) {
+  std::vector<stream_ref> streams;
+  for (std::size_t i = 0; i < peers.size(); ++i)
+    streams.push_back(peers.stream(i));
+  detail::require_one_capture(streams, config.name != nullptr ? config.name : "p2p_launch");
 }
 
 // Every member's arguments, made before anything is launched: an argument that cannot be made
@@ -109,7 +91,7 @@ void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& confi
     throw_invalid_argument(kernel_name(config, reinterpret_cast<const void*>(kernel)), "peers",
                            "an earlier call's launch failed part-way, so the members' engine "
                            "states differ for good: make a new p2p_clique.");
-  require_one_capture(peers, config, reinterpret_cast<const void*>(kernel));
+  require_one_capture(peers, config);
   ensure_loaded(peers, config, kernel, args);
   const auto member_args = arguments_of_every_member(peers, args, /*no_op=*/false);
   const unsigned blocks = config.grid.x * config.grid.y * config.grid.z;

@@ -1,0 +1,51 @@
+// cohort/execution/detail/one_capture.cuh — the check, for calls whose work on several streams
+// waits across them, that the streams are all in one capture or all outside any: otherwise part
+// of the call would run now and part only when a graph is launched, each waiting for the other.
+#pragma once
+
+#include "../../devices/scoped_device.cuh"
+#include "../../errors/cuda_error.cuh"
+#include "../../streams/stream_ref.cuh"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cohort::detail {
+
+// Throws std::logic_error naming `function` and the first member whose stream is not in member
+// 0's capture (or is in one where member 0's is not), before anything is enqueued.
+inline void require_one_capture(const std::vector<stream_ref>& streams, std::string_view function) {
+  bool first_capturing = false;
+  unsigned long long first_id = 0;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    scoped_device on(streams[i].device());
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    check_cuda(cudaStreamGetCaptureInfo(streams[i].native_handle(), &status, &id),
+               "cudaStreamGetCaptureInfo (" + std::string(function) + ")",
+               streams[i].device().get());
+    const bool capturing = status != cudaStreamCaptureStatusNone;
+    if (i == 0) {
+      first_capturing = capturing;
+      first_id = id;
+    } else if (capturing != first_capturing || (capturing && id != first_id)) {
+      auto state = [](bool c) { return c ? "is being captured" : "is not being captured"; };
+      throw std::logic_error(
+          "cohort::" + std::string(function) + ": member 0's stream (device " +
+          std::to_string(streams[0].device().get()) + ") " + state(first_capturing) +
+          " and member " + std::to_string(i) + "'s (device " +
+          std::to_string(streams[i].device().get()) + ") " +
+          (capturing == first_capturing ? "is in another capture" : state(capturing)) +
+          ": its members' work would wait for each other for ever. Nothing was enqueued. "
+          "Capture every member's stream in one capture (group_graph::capture forks them all), "
+          "or none.");
+    }
+  }
+}
+
+} // namespace cohort::detail
