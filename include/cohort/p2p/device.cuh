@@ -304,8 +304,8 @@ p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buf
 // `args_of(rank)` returns (a tuple, its p2p_handles made for that rank). Before a kernel's first
 // launch on the clique it is loaded everywhere by a launch whose handles are `for_loading()` (the
 // kernel ends at session()): loading a kernel lazily while a peer's kernel waits for it could wait
-// for that kernel. A launch that fails part-way releases the members already launched and breaks
-// the clique, as for its collectives.
+// for that kernel. A launch that fails part-way releases the members already launched (what they
+// write is unspecified) and breaks the clique, as for its collectives.
 template <class... Params, class ArgsOf>
 void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(Params...),
                 ArgsOf&& args_of) {
