@@ -34,6 +34,9 @@
 # --targets "NAME..." builds only those targets (with the GPU test program and the --benchmarks;
 # --targets "" builds just those two) and skips ctest and the examples: for a call that runs
 # benchmarks, ncu or the sanitizers only.
+# --build "NAME..." also builds only those targets (with the GPU test program), but still runs
+# ctest and the examples, each limited by --ctest-regex REGEX and --examples REGEX (ctest -R):
+# a short call that checks a few changed areas where device time is short.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-logs}
@@ -48,7 +51,7 @@ benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck syncc
 # the two-thread clique case that reads back between calls cannot run under the tools (see the
 # sanitizer step below); its form that reads back only after each size's last call stays in.
 exclude='*000 back-to-back*,*two threads*2000 calls each' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
-targets="" build_only=0 no_build=0 nccl_sockets=0 diagnose=0
+targets="" build_only=0 no_build=0 nccl_sockets=0 diagnose=0 build_targets="" ctest_regex="" examples=""
 
 while (($#)); do
   case $1 in
@@ -69,6 +72,9 @@ while (($#)); do
     --no-build) no_build=1 ;;
     --nccl-sockets) nccl_sockets=1 ;;
     --diagnose-two-threads) diagnose=1 ;;
+    --build) build_targets=$2; shift ;;
+    --ctest-regex) ctest_regex=$2; shift ;;
+    --examples) examples=$2; shift ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -93,6 +99,8 @@ else
   step build cmake --preset default || exit 1
   if [[ -n $quick ]] || ((build_only)); then
     step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $benchmarks $targets || exit 1
+  elif [[ -n $build_targets ]]; then
+    step build cmake --build --preset default -j "$(nproc)" --target gpu_tests $build_targets || exit 1
   else
     # -k 0: a target that fails does not stop the others (their tests still run; the step fails).
     step build cmake --build --preset default -j "$(nproc)" -- -k 0
@@ -105,9 +113,9 @@ fi
 # Everything but the examples, then the examples (serially, verbosely: what each printed is kept
 # in examples.log), so that each test runs once.
 if ((tests)); then
-  step ctest ctest --preset test -j 8 -LE example ${labels:+-L "$labels"}
+  step ctest ctest --preset test -j 8 -LE example ${labels:+-L "$labels"} ${ctest_regex:+-R "$ctest_regex"}
   grep -E "tests passed|tests failed|Skipped|\(Failed\)|Not Run" "$out/ctest.log" | tail -20
-  step examples ctest --test-dir build -L example -V
+  step examples ctest --test-dir build -L example -V ${examples:+-R "$examples"}
   grep -E "tests passed|tests failed" "$out/examples.log" | tail -1
 fi
 

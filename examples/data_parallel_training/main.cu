@@ -6,8 +6,9 @@
 // layers below goes on (as PyTorch DDP does), and each layer's SGD update runs as soon as its
 // bucket is back. Three runs from the same start, each timed: one GPU with the whole batch (no
 // reduction); every GPU with the all_reduces after the whole backward; every GPU with them
-// overlapped. The program checks that the loss falls and that the runs agree (the two multi-GPU
-// runs to the bit, one GPU within bfloat16's rounding), and prints the step times, the share of
+// overlapped. The program checks that the loss falls, that every GPU's weights stay identical to
+// the bit after each multi-GPU run, and that the runs agree (the two multi-GPU runs to the bit,
+// one GPU within bfloat16's rounding), and prints the step times, the share of
 // the step the all_reduces take without overlap and the scaling efficiency T1 / (n · Tn).
 //
 //   build/examples/data_parallel_training [--layers 8 --width 2048 --batch 8192
@@ -23,6 +24,7 @@
 #include "mlp.cuh"
 
 #include <cstdio>
+#include <tuple>
 #include <utility>
 
 int main(int argc, char** argv) {
@@ -72,10 +74,10 @@ int main(int argc, char** argv) {
     for (int s = 0; s < o.warmup; ++s)
       step(s);
     const double t = mlp::time_steps(model, o.warmup, o.steps, step);
-    return std::pair{t, model.losses(total)};
+    return std::tuple{t, model.losses(total), model.replicas_identical()};
   };
-  const auto [t_plain, plain] = train(false);
-  const auto [t_overlap, overlapped] = train(true);
+  const auto [t_plain, plain, plain_replicas_same] = train(false);
+  const auto [t_overlap, overlapped, overlapped_replicas_same] = train(true);
   // The all_reduces alone, as a step has them (the gradients' values no longer matter).
   const double t_reduce = mlp::time_steps(model, 0, o.steps, [&](int) {
     for (int l = o.layers - 1; l >= 0; --l)
@@ -119,6 +121,8 @@ int main(int argc, char** argv) {
               "vs 1 GPU %.2e\n",
               same, n, close);
   require(same <= 1e-6, "overlapping changes no result");
+  require(plain_replicas_same && overlapped_replicas_same,
+          "every GPU's weights stay identical, bit for bit (each applied the same mean)");
   require(close <= 2e-2, "n GPUs train as one does, within bfloat16's rounding");
   if (!ok) return 1;
   std::puts("data_parallel_training ok");

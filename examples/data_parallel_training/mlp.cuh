@@ -344,6 +344,20 @@ class model {
       r->compute.synchronize();
   }
 
+  // Whether every member's weights equal member 0's, bit for bit (waits for the compute streams).
+  // Data parallelism keeps the replicas identical; a missing or wrong reduction lets them drift
+  // apart, while the losses could still fall and stay near one GPU's.
+  bool replicas_identical() const {
+    std::vector<std::vector<bf16>> host(members_, std::vector<bf16>(parameters()));
+    for (std::size_t i = 0; i < members_; ++i)
+      replicas_[i]->weights[0].copy_to_host(host[i]);
+    synchronize();
+    for (std::size_t i = 1; i < members_; ++i)
+      if (std::memcmp(host[i].data(), host[0].data(), parameters() * sizeof(bf16)) != 0)
+        return false;
+    return true;
+  }
+
  private:
   // One member's buffers (vectors, since device_buffer has no empty state), declared after the
   // stream they free on so that they go before it, and the cuBLAS handle bound to it.

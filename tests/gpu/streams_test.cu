@@ -4,7 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 static_assert(!std::is_copy_constructible_v<cohort::stream>);
 static_assert(std::is_nothrow_move_constructible_v<cohort::stream>);
@@ -95,4 +98,42 @@ TEST_CASE("timed events measure a delay") {
   b.synchronize();
   CHECK_THROWS_WITH_AS(cohort::elapsed(a, b), doctest::Contains("cudaEventElapsedTime failed"),
                        cohort::cuda_error);
+}
+
+// A moved-from cohort::stream holds no handle, which CUDA takes for the legacy default stream
+// (synchronizing with all work on the device). Before, each call below enqueued on it; now each
+// refuses it, naming the call, before it enqueues anything. The host tests check the same
+// refusals without a GPU; these are the calls that need real buffers, groups and graphs.
+TEST_CASE("a moved-from stream is refused by copies, forks, joins and graph launches") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::stream moved(group.device(0));
+  cohort::stream owner(std::move(moved));
+  cohort::device_buffer<int> a(64, owner), b(64, owner);
+  a.fill_bytes(1);
+  b.fill_bytes(cohort::testing::poison_byte);
+  const char* problem = "has no CUDA stream";
+  CHECK_THROWS_WITH_AS(a.copy_to(b, moved), doctest::Contains(problem), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(group.fork(moved),
+                       doctest::Contains("device_group::fork: argument 'origin'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(group.join(moved),
+                       doctest::Contains("device_group::join: argument 'origin'"),
+                       std::invalid_argument);
+  cohort::distributed_buffer<int> x(group, 1000);
+  cohort::group_graph graph = cohort::group_graph::capture(
+      group, [&] { cohort::multi_device_for_each(group, x, [] __device__(int& v) { v = 3; }); });
+  CHECK_THROWS_WITH_AS(graph.launch(moved),
+                       doctest::Contains("group_graph::launch: argument 'stream'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(moved.synchronize(), doctest::Contains("stream_ref::synchronize"),
+                       std::logic_error);
+  // Nothing was copied: b still holds its poison.
+  std::vector<int> host(64, 0);
+  b.copy_to_host(host);
+  owner.synchronize();
+  int poisoned = 0;
+  std::memset(&poisoned, cohort::testing::poison_byte, sizeof poisoned);
+  CHECK(std::count(host.begin(), host.end(), poisoned) == 64);
+  group.synchronize();
 }

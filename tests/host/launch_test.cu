@@ -1,10 +1,13 @@
-// cohort::launch's refusal of a launch with no threads, and every_gpu_or_emulated's answers that
-// need no GPU: both are decided before any work is enqueued, so they are checked here.
+// cohort::launch's refusal of a launch with no threads or no stream, the other refusals of a
+// stream with no handle, and every_gpu_or_emulated's answers that need no GPU: all are decided
+// before any work is enqueued (before any CUDA call), so they are checked here.
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -59,5 +62,51 @@ TEST_CASE("every_gpu_or_emulated refuses an empty group, and says so where no GP
     CHECK(e.status() == cudaErrorNoDevice);
     CHECK(contains(e.what(), "device_group::every_gpu_or_emulated"));
     CHECK(contains(e.what(), "No GPU is visible"));
+  }
+}
+
+// A null handle is CUDA's legacy default stream, which synchronizes with everything on its device:
+// what a moved-from or released cohort::stream holds. Each call refuses it before any CUDA call
+// (so this runs without a GPU); before, each of them enqueued on the legacy stream.
+TEST_CASE("a stream with no handle is refused by every call that takes one, before any CUDA call") {
+  cudaStream_t none = nullptr; // a variable: stream_ref(device, nullptr) does not compile
+  const cohort::stream_ref empty(cohort::device_ref{0}, none);
+  // cudaStreamLegacy names the same stream.
+  CHECK_THROWS_WITH_AS(cohort::launch(cohort::stream_ref(cohort::device_ref{0}, cudaStreamLegacy),
+                                      {.grid = 1, .block = 32}, never_runs, nullptr, 1),
+                       doctest::Contains("legacy default stream"), std::invalid_argument);
+  const char* remedy = "pass the stream it was moved into";
+  CHECK_THROWS_WITH_AS(cohort::launch(empty, {.grid = 1, .block = 32}, never_runs, nullptr, 1),
+                       doctest::Contains("cohort::launch: argument 'stream': has no CUDA stream"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::for_each_n(empty, 10, [] __device__(std::size_t) {}),
+                       doctest::Contains("cohort::for_each_n: argument 'stream'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)cohort::stream_ref(none),
+                       doctest::Contains("cohort::stream_ref: argument 'handle'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::device_buffer<float>(4, empty),
+                       doctest::Contains("cohort::device_buffer: argument 'stream'"),
+                       std::invalid_argument);
+  // A made-up event handle: the refusal comes before the event is touched.
+  const cohort::event_ref mark(cohort::device_ref{0}, reinterpret_cast<cudaEvent_t>(0x10));
+  CHECK_THROWS_WITH_AS(mark.record(empty),
+                       doctest::Contains("cohort::event_ref::record: argument 'stream'"),
+                       std::invalid_argument);
+  for (const auto& [name, call] :
+       {std::pair<const char*, std::function<void()>>{"synchronize", [&] { empty.synchronize(); }},
+        {"ready", [&] { (void)empty.ready(); }},
+        {"is_capturing", [&] { (void)empty.is_capturing(); }},
+        {"wait", [&] { empty.wait(mark); }}}) {
+    const std::string which = std::string("cohort::stream_ref::") + name;
+    CAPTURE(which);
+    try {
+      call();
+      FAIL("no refusal");
+    } catch (const std::logic_error& e) {
+      CHECK(contains(e.what(), which.c_str()));
+      CHECK(contains(e.what(), "legacy default stream"));
+      CHECK(contains(e.what(), remedy));
+    }
   }
 }

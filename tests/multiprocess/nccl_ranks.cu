@@ -1,10 +1,12 @@
 // One rank per process under mpirun (or srun): bootstrap from the launcher's environment (or,
 // built with COHORT_TEST_USE_MPI, from MPI itself), then all_reduce, all_gather and a ring of
 // sends checked against what every rank can compute itself.
-// Usage: mpirun -np N nccl_ranks <id file> [late_peer]. Prints "rank R ok" per rank; "SKIPPED: ..."
-// where the machine has fewer GPUs than ranks. With `late_peer`, rank 0 then posts an all_reduce
-// on a communicator with a 10 s time-out that the other ranks never join, and destroys it: it must
-// return within the time-out (plus slack) instead of waiting for them forever.
+// Usage: mpirun -np N nccl_ranks <id file> [late_peer | root_fails]. Prints "rank R ok" per rank;
+// "SKIPPED: ..." where the machine has fewer GPUs than ranks. With `late_peer`, rank 0 then posts
+// an all_reduce on a communicator with a 10 s time-out that the other ranks never join, and
+// destroys it: it must return within the time-out (plus slack) instead of waiting for them
+// forever. With `root_fails` (the MPI build, rank 0 started with no GPU visible), every rank must
+// get the bootstrap's error; it needs no GPU of its own.
 #include <cohort/cohort.cuh>
 #if COHORT_TEST_USE_MPI
 #include <cohort/nccl/mpi_bootstrap.cuh>
@@ -12,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -52,6 +55,31 @@ bool late_peer(cohort::communicator& comm, const std::string& done_file) {
   return took >= 9.9 && took < 10.0 + 20.0;
 }
 
+#if COHORT_TEST_USE_MPI
+// Rank 0 runs with no GPU visible (the test hides them from it), so bootstrap_from_mpi fails there
+// before the id exists: rank 0 must throw its own error, and every other rank an error naming
+// rank 0, instead of waiting in MPI_Bcast for ever (which it did before).
+int root_fails() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    cohort::communicator comm =
+        cohort::bootstrap_from_mpi(MPI_COMM_WORLD, std::chrono::seconds(20));
+    std::printf("rank %d: the bootstrap returned though rank 0 has no GPU\n", rank);
+    return 1;
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    std::printf("rank %d: %s\n", rank, e.what());
+    const bool named = rank == 0
+                           ? what.find("no GPU is visible to rank 0") != std::string::npos
+                           : what.find("rank 0 could not make the NCCL id") != std::string::npos;
+    if (!named) return 1;
+  }
+  std::printf("rank %d ok\n", rank);
+  return 0;
+}
+#endif
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -75,6 +103,9 @@ int run(int argc, char** argv) {
     std::puts("SKIPPED: not started by a launcher (no rank in the environment)");
     return 0;
   }
+#if COHORT_TEST_USE_MPI
+  if (argc > 2 && std::string(argv[2]) == "root_fails") return root_fails();
+#endif
   if (cohort::device_count() < env->world_size) {
     std::printf("SKIPPED: %d ranks need %d GPUs, %d visible\n", env->world_size, env->world_size,
                 cohort::device_count());

@@ -50,6 +50,7 @@ void bulk(stream_ref stream, std::size_t n, F f, std::string_view what) {
 template <class F>
 void for_each_n(stream_ref stream, std::size_t n, F f) {
   const detail::nvtx_range range("for_each_n", "%zu items on device %d", n, stream.device().get());
+  detail::require_stream(stream, "for_each_n");
   scoped_device on(stream.device());
   detail::bulk(stream, n, f, "cub::DeviceFor::Bulk (for_each_n)");
 }

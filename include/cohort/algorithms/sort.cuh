@@ -17,8 +17,9 @@
 // order), NaNs go by their bits (positive NaNs after +inf, negative NaNs before -inf); descending
 // is that order reversed. With a comparator, a strict weak order callable on the device.
 //
-// How: each member sorts its shard into scratch (cub::DeviceRadixSort, or cub::DeviceMergeSort's
-// stable sort for a comparator); one kernel on member 0, reading every member's sorted shard over
+// How: each member sorts its shard into scratch (cub::DeviceRadixSort in its DoubleBuffer form,
+// passing the keys between the shard and the scratch, or cub::DeviceMergeSort's stable sort for a
+// comparator); one kernel on member 0, reading every member's sorted shard over
 // peer access, finds by exact rank selection which part of every member's sorted shard belongs in
 // each member's output range; the host reads that table (the one synchronization: so this sort
 // cannot be captured into a graph, and refuses to be); each member then merges its parts with
@@ -28,11 +29,13 @@
 // Needs peer access between every pair of members (enabled here; emulated groups have it), and
 // at most 64 members. Memory: besides the buffers, member k needs count(k) * (sizeof(key) +
 // sizeof(value)) bytes (twice that in groups of more than 2 members, whose merges take several
-// rounds) plus CUB's temporary storage for a sort and a merge of count(k) elements
-// (about count(k) * (sizeof(key) + sizeof(value)) more for the radix sort, whose input stays
-// const), and member 0 8 * members^2 bytes more:
+// rounds) plus CUB's temporary storage for a sort and a merge of count(k) elements (small for the
+// radix sort, which uses the shard as its second buffer; about count(k) * (sizeof(key) +
+// sizeof(value)) for the comparator's merge sort), and member 0 8 * members^2 bytes more:
 // checked before anything is enqueued, a member that cannot get it is named with the bytes in a
-// std::invalid_argument.
+// std::invalid_argument. So a radix sort over 2 members holds about twice its keys (and values)
+// at the peak. If the sort throws after it started enqueuing, the shards' contents are
+// unspecified.
 #pragma once
 
 #include "../distributed/distributed_buffer.cuh"
@@ -72,27 +75,39 @@ struct sort_arrays {
   V* values = nullptr;
 };
 
-// Sorts count keys (and values) of `in` into `out` on `stream`; a size query when temp is null.
+// Sorts count keys (and values) on `stream`; a size query when temp is null.
+// Radix (CUB's DoubleBuffer form): `in` and `out` are the two buffers it passes between, `in`
+// holding the input; both are overwritten, and `in_holds_result` says which holds the sorted
+// keys. CUB's temporary storage is then small, where the form with a const input takes a second
+// copy of the keys (and values) as temporary storage.
+// Comparator (CUB's stable merge sort): in place in `out`, which the caller filled from `in`.
 template <class K, class V, class Less>
-cudaError_t sort_shard(void* temp, std::size_t& bytes, sort_arrays<const K, const V> in,
-                       sort_arrays<K, V> out, std::size_t count, Less less, cudaStream_t stream) {
+cudaError_t sort_shard(void* temp, std::size_t& bytes, sort_arrays<K, V> in, sort_arrays<K, V> out,
+                       std::size_t count, Less less, cudaStream_t stream, bool& in_holds_result) {
   constexpr bool with_values = !std::is_same_v<V, no_values>;
+  in_holds_result = false;
   if constexpr (is_radix_less_v<Less>) {
     constexpr int bits = 8 * sizeof(K);
     constexpr bool down = std::is_same_v<Less, radix_less<K, true>>;
-    if constexpr (with_values && down)
-      return cub::DeviceRadixSort::SortPairsDescending(temp, bytes, in.keys, out.keys, in.values,
-                                                       out.values, count, 0, bits, stream);
-    else if constexpr (with_values)
-      return cub::DeviceRadixSort::SortPairs(temp, bytes, in.keys, out.keys, in.values, out.values,
-                                             count, 0, bits, stream);
-    else if constexpr (down)
-      return cub::DeviceRadixSort::SortKeysDescending(temp, bytes, in.keys, out.keys, count, 0,
-                                                      bits, stream);
-    else
-      return cub::DeviceRadixSort::SortKeys(temp, bytes, in.keys, out.keys, count, 0, bits, stream);
+    cub::DoubleBuffer<K> keys(in.keys, out.keys);
+    cudaError_t status = cudaSuccess;
+    if constexpr (with_values) {
+      cub::DoubleBuffer<V> values(in.values, out.values);
+      if constexpr (down)
+        status = cub::DeviceRadixSort::SortPairsDescending(temp, bytes, keys, values, count, 0,
+                                                           bits, stream);
+      else
+        status = cub::DeviceRadixSort::SortPairs(temp, bytes, keys, values, count, 0, bits, stream);
+    } else if constexpr (down) {
+      status = cub::DeviceRadixSort::SortKeysDescending(temp, bytes, keys, count, 0, bits, stream);
+    } else {
+      status = cub::DeviceRadixSort::SortKeys(temp, bytes, keys, count, 0, bits, stream);
+    }
+    // CUB flips the selector on the host as it enqueues each pass (values follow keys).
+    in_holds_result = keys.selector == 0;
+    return status;
   } else {
-    // The caller copied `in` to `out`: the stable merge sort works in place.
+    (void)in;
     const auto n = static_cast<std::int64_t>(count);
     if constexpr (with_values)
       return cub::DeviceMergeSort::StableSortPairs(temp, bytes, out.keys, out.values, n, less,
@@ -183,7 +198,8 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     const std::size_t c = count(k);
     if (c > 0) {
       std::size_t bytes = 0;
-      check_cuda(sort_shard<K, V>(nullptr, bytes, {}, {}, c, less, stream),
+      bool unused = false;
+      check_cuda(sort_shard<K, V>(nullptr, bytes, {}, {}, c, less, stream, unused),
                  "cub sort (size query, " + name + ")", group.device(k).get());
       temp_bytes[k] = std::max(temp_bytes[k], bytes);
       bytes = 0;
@@ -259,10 +275,20 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
           copy_elements(sorted[k].values, device, shard_values(k), device, c, stream,
                         "cudaMemcpyPeerAsync (" + name + " values)");
       }
-      const sort_arrays<const K, const V> in{shard_keys(k), shard_values(k)};
-      check_cuda(
-          sort_shard<K, V>(temp[k], temp_bytes[k], in, sorted[k], c, less, stream.native_handle()),
-          "cub sort (" + name + ")", device);
+      const sort_arrays<K, V> in{shard_keys(k), shard_values(k)};
+      bool in_holds_result = false;
+      check_cuda(sort_shard<K, V>(temp[k], temp_bytes[k], in, sorted[k], c, less,
+                                  stream.native_handle(), in_holds_result),
+                 "cub sort (" + name + ")", device);
+      // The merges below write the shards while reading every member's sorted keys: those must be
+      // in scratch. (An even number of radix passes, 4 for 32-bit keys, ends in the shard.)
+      if (in_holds_result) {
+        copy_elements(sorted[k].keys, device, in.keys, device, c, stream,
+                      "cudaMemcpyPeerAsync (" + name + " keys)");
+        if constexpr (with_values)
+          copy_elements(sorted[k].values, device, in.values, device, c, stream,
+                        "cudaMemcpyPeerAsync (" + name + " values)");
+      }
     }
     done_sorting[k].record(stream);
   }

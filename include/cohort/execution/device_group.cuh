@@ -154,6 +154,7 @@ class device_group {
   void fork(stream_ref origin) {
     const detail::nvtx_range range("fork", "%zu members from device %d", size(),
                                    origin.device().get());
+    detail::require_stream(origin, "device_group::fork", "origin");
     event_ref mark = origin_event(origin.device());
     mark.record(origin);
     for (const cohort::stream& s : streams_)
@@ -164,6 +165,7 @@ class device_group {
   void join(stream_ref origin) {
     const detail::nvtx_range range("join", "%zu members into device %d", size(),
                                    origin.device().get());
+    detail::require_stream(origin, "device_group::join", "origin");
     for (std::size_t i = 0; i < size(); ++i) {
       member_events_[i].record(streams_[i]);
       origin.wait(member_events_[i]);

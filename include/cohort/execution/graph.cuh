@@ -127,6 +127,7 @@ class group_graph {
   // Replays the graph on `stream`, ordered only by it (the caller orders the members' streams).
   void launch(stream_ref stream) {
     const detail::nvtx_range range("group_graph::launch", "on device %d", stream.device().get());
+    detail::require_stream(stream, "group_graph::launch");
     require_graph("group_graph::launch");
     scoped_device on(stream.device());
     // A graph may hold p2p calls, whose kernels wait for each other across the members' streams:

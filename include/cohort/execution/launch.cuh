@@ -63,6 +63,7 @@ void launch(stream_ref stream, const launch_config& config, void (*kernel)(Param
             Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args),
                 "cohort::launch: give the kernel exactly as many arguments as it has parameters.");
+  detail::require_stream(stream, "launch");
   if (detail::has_zero_dimension(config.grid) || detail::has_zero_dimension(config.block))
     detail::throw_invalid_argument(
         "launch", "config",

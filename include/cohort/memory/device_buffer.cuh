@@ -46,6 +46,7 @@ public:
 
   // `count` uninitialized elements on `stream`'s device, allocated in `stream`'s order.
   device_buffer(std::size_t count, stream_ref stream) : stream_(stream), size_(count) {
+    detail::require_stream(stream, "device_buffer");
     if (count > std::numeric_limits<std::size_t>::max() / sizeof(T))
       detail::throw_invalid_argument("device_buffer", "count",
                                      std::to_string(count) + " elements of " +
@@ -149,6 +150,7 @@ public:
     const detail::nvtx_range range("copy_to", "%zu B device %d to %d, on a stream of device %d",
                                    size_bytes(), device().get(), target.device().get(),
                                    stream.device().get());
+    detail::require_stream(stream, "device_buffer::copy_to");
     require_same_size(target.size(), "copy_to", "target");
     if (stream.device() != device() && stream.device() != target.device())
       detail::throw_invalid_argument(

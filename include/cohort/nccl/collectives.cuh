@@ -114,6 +114,7 @@ namespace detail {
 // the capture cannot follow); for a blocking one, the graph is counted (see
 // communicator_state::captured_on).
 inline void require_call(communicator_ref comm, stream_ref stream, std::string_view function) {
+  require_stream(stream, function);
   if (stream.device() != comm.device())
     throw_invalid_argument(function, "stream",
                            "is on device " + std::to_string(stream.device().get()) +

@@ -156,6 +156,7 @@ class communicator : public communicator_ref {
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       detail::require_argument(!ranks[i].empty(), function, "this",
                                "the communicator was aborted or moved from; make a new one.");
+      detail::require_stream(stream_of(i), function);
       detail::refuse_capture(stream_of(i), function,
                              "waiting for it would end the capture: wait after "
                              "cudaStreamEndCapture, on the stream the graph is launched on.");

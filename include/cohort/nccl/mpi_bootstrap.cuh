@@ -9,13 +9,17 @@
 //   // destroy comm, then MPI_Finalize();
 //
 // Rank 0 of `mpi` creates the id and broadcasts it; each process takes GPU (its rank among the
-// processes of its node mod the visible GPUs).
+// processes of its node mod the visible GPUs). Where rank 0 cannot make the id (no GPU visible
+// there, an NCCL error), it broadcasts that instead, so that every rank throws, naming rank 0 and
+// its error, rather than waiting in MPI_Bcast for ever; rank 0 rethrows its own error.
 #pragma once
 
 #include "communicator.cuh"
 
 #include <mpi.h>
 
+#include <cstdio>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -46,12 +50,40 @@ inline communicator bootstrap_from_mpi(MPI_Comm mpi,
   const int got_local = MPI_Comm_rank(node, &local_rank);
   MPI_Comm_free(&node);
   detail::check_mpi(got_local, "MPI_Comm_rank (node)");
+  auto no_gpu = [&] {
+    return std::runtime_error("cohort::bootstrap_from_mpi: no GPU is visible to rank " +
+                              std::to_string(rank) +
+                              "; check CUDA_VISIBLE_DEVICES and the launcher's GPU binding.");
+  };
+  // Every rank reaches the broadcast, rank 0 with the id or with why it has none.
+  struct id_or_error {
+    ncclUniqueId id;
+    int made;
+    char error[480];
+  } sent{};
+  std::exception_ptr failed;
+  if (rank == 0) {
+    try {
+      if (device_count() == 0) throw no_gpu();
+      sent.id = unique_id::create().native();
+      sent.made = 1;
+    } catch (const std::exception& e) {
+      failed = std::current_exception();
+      std::snprintf(sent.error, sizeof sent.error, "%s", e.what());
+    } catch (...) {
+      failed = std::current_exception();
+      std::snprintf(sent.error, sizeof sent.error, "an exception of no standard type");
+    }
+  }
+  detail::check_mpi(MPI_Bcast(&sent, sizeof sent, MPI_BYTE, 0, mpi), "MPI_Bcast");
+  if (failed) std::rethrow_exception(failed);
+  if (sent.made == 0)
+    throw std::runtime_error("cohort::bootstrap_from_mpi: rank 0 could not make the NCCL id, so "
+                             "rank " +
+                             std::to_string(rank) + " cannot join: " + sent.error);
   const int visible = device_count();
-  if (visible == 0) throw std::runtime_error("cohort::bootstrap_from_mpi: no GPU visible.");
-  ncclUniqueId id{};
-  if (rank == 0) id = unique_id::create().native();
-  detail::check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi), "MPI_Bcast");
-  return communicator::create(unique_id::from_native(id), size, rank,
+  if (visible == 0) throw no_gpu();
+  return communicator::create(unique_id::from_native(sent.id), size, rank,
                               device_ref{local_rank % visible}, timeout, calls);
 }
 

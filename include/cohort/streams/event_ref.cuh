@@ -30,6 +30,7 @@ public:
 
   // Captures the work enqueued so far on `stream`, which must be on this event's device.
   void record(stream_ref stream) const {
+    detail::require_stream(stream, "event_ref::record");
     if (stream.device() != device_)
       detail::throw_invalid_argument(
           "event_ref::record", "stream",

@@ -2,7 +2,8 @@
 //
 // Created non-blocking (it never synchronizes with the legacy default stream) and destroyed under
 // its own device, whatever device is current then. A `stream` is a `stream_ref`, so it goes
-// wherever one is taken.
+// wherever one is taken. A moved-from (or released) stream holds no handle, which CUDA would take
+// for the legacy default stream: every call refuses it (stream_ref.cuh).
 //
 //   cohort::stream s(cohort::device_ref{1});
 //   cohort::launch(s, {.grid = g, .block = b}, my_kernel, x, n);

@@ -1,7 +1,9 @@
 // cohort/streams/stream_ref.cuh — a non-owning view of a CUDA stream that knows its device.
 //
 // Functions that enqueue work take a `stream_ref`; `stream` (stream.cuh) owns one. A ref is never
-// the legacy default stream: constructing one from 0 or nullptr does not compile.
+// the legacy default stream: constructing one from 0 or nullptr does not compile, and a null
+// handle that gets in at run time (a moved-from or released `stream`, a null cudaStream_t
+// variable) is refused by every call that takes the stream, before it enqueues anything.
 //
 //   void scale(cohort::stream_ref s, float* x, std::size_t n) {
 //     cohort::launch(s, {.grid = blocks, .block = 256}, scale_kernel, x, n);
@@ -10,10 +12,12 @@
 
 #include "../devices/device_ref.cuh"
 #include "../devices/scoped_device.cuh"
+#include "../errors/argument_error.cuh"
 
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace cohort {
@@ -21,10 +25,11 @@ namespace cohort {
 class event_ref;
 
 class stream_ref {
-public:
+ public:
   stream_ref(device_ref device, cudaStream_t handle) noexcept : handle_(handle), device_(device) {}
   // Asks CUDA which device the stream belongs to (CUDA 12.8 and later).
   explicit stream_ref(cudaStream_t handle) : handle_(handle), device_(0) {
+    if (is_legacy(handle)) detail::throw_invalid_argument("stream_ref", "handle", legacy_problem);
     int id = 0;
     check_cuda(cudaStreamGetDevice(handle, &id), "cudaStreamGetDevice");
     device_ = device_ref(id);
@@ -43,6 +48,7 @@ public:
   // and create, the runtime's current device's primary context, not this stream's.)
   // Refused while the stream is being captured into a graph (nothing runs until a replay).
   void synchronize() const {
+    refuse_empty("stream_ref::synchronize");
     scoped_device on(device_);
     if (is_capturing())
       throw std::logic_error("cohort::stream_ref::synchronize: the stream (device " +
@@ -53,6 +59,7 @@ public:
   }
   // True when all work enqueued so far is done; never blocks.
   bool ready() const {
+    refuse_empty("stream_ref::ready");
     scoped_device on(device_);
     cudaError_t status = cudaStreamQuery(handle_);
     if (status == cudaErrorNotReady) {
@@ -64,6 +71,7 @@ public:
   }
   // True while the stream is being captured into a CUDA graph (its work is recorded, not run).
   bool is_capturing() const {
+    refuse_empty("stream_ref::is_capturing");
     scoped_device on(device_);
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     check_cuda(cudaStreamIsCapturing(handle_, &status), "cudaStreamIsCapturing", device_.get());
@@ -74,6 +82,7 @@ public:
   template <class Event>
     requires std::is_base_of_v<event_ref, Event>
   void wait(const Event& event) const {
+    refuse_empty("stream_ref::wait");
     scoped_device on(device_);
     check_cuda(cudaStreamWaitEvent(handle_, event.native_handle(), 0), "cudaStreamWaitEvent",
                device_.get());
@@ -83,9 +92,39 @@ public:
     return a.handle_ == b.handle_ && a.device_ == b.device_;
   }
 
-protected:
+  // What a stream with no handle is refused with: to CUDA a null stream is the legacy default
+  // stream, which synchronizes with all other work on its device.
+  static constexpr std::string_view legacy_problem =
+      "has no CUDA stream (a moved-from or released cohort::stream, or a null cudaStream_t), which "
+      "CUDA would take for the legacy default stream (as it is cudaStreamLegacy); pass the stream "
+      "it was moved into, or a stream of your own.";
+  // Null, or cudaStreamLegacy by name: both are the legacy default stream. (cudaStreamPerThread
+  // is a stream of the calling thread's own, which does not synchronize with the others.)
+  static bool is_legacy(cudaStream_t handle) noexcept {
+    return handle == nullptr || handle == cudaStreamLegacy;
+  }
+
+ protected:
+  void refuse_empty(std::string_view function) const {
+    if (is_legacy(handle_)) [[unlikely]]
+      throw std::logic_error("cohort::" + std::string(function) + ": this stream (device " +
+                             std::to_string(device_.get()) + ") " + std::string(legacy_problem));
+  }
+
   cudaStream_t handle_;
   device_ref device_;
 };
+
+namespace detail {
+
+// Every call that takes a stream from its caller checks it first: a null handle would enqueue on
+// the legacy default stream.
+inline void require_stream(stream_ref stream, std::string_view function,
+                           std::string_view argument = "stream") {
+  if (stream_ref::is_legacy(stream.native_handle())) [[unlikely]]
+    throw_invalid_argument(function, argument, stream_ref::legacy_problem);
+}
+
+} // namespace detail
 
 } // namespace cohort

@@ -94,6 +94,7 @@ class gradient_buckets {
                           "one stream per member of the clique");
     for (std::size_t i = 0; i < compute_.size(); ++i) {
       const std::string name = "compute[" + std::to_string(i) + "]";
+      detail::require_stream(compute_[i], function, name);
       if (compute_[i].device() != peers.device(i))
         detail::throw_invalid_argument(
             function, name,
