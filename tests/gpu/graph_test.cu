@@ -528,12 +528,8 @@ TEST_CASE("a p2p call whose members' streams are not all in one capture is refus
   // Only member 0's stream captured (a user's own capture that forgot to fork the others): rank 1
   // would run now and wait for a rank 0 that exists only in the graph.
   cohort::testing::lone_capture capture(pair.group, 0);
-  std::string message;
-  try {
-    cohort::all_reduce(pair.peers, std::as_const(pair.x), pair.y, cohort::sum);
-  } catch (const std::logic_error& e) {
-    message = e.what();
-  }
+  const std::string message = cohort::testing::logic_error_message(
+      [&] { cohort::all_reduce(pair.peers, std::as_const(pair.x), pair.y, cohort::sum); });
   const std::size_t nodes = capture.end();
   CAPTURE(message);
   CHECK(message.find("member 1") != std::string::npos);
@@ -579,12 +575,7 @@ TEST_CASE("device_group::synchronize refuses a capturing member before it waits 
   delay(group, 0, 200'000'000ull);
   cohort::testing::lone_capture capture(group, 1);
   const auto began = std::chrono::steady_clock::now();
-  std::string message;
-  try {
-    group.synchronize();
-  } catch (const std::logic_error& e) {
-    message = e.what();
-  }
+  const std::string message = cohort::testing::logic_error_message([&] { group.synchronize(); });
   const auto took = std::chrono::steady_clock::now() - began;
   (void)capture.end();
   CAPTURE(message);

@@ -614,12 +614,8 @@ TEST_CASE("a _into reduction whose members are not all in one capture is refused
   // Only member 1's stream captured: member 0's part used to run now, and member 1's only in the
   // graph, each waiting for the other's events.
   cohort::testing::lone_capture capture(group, 1);
-  std::string message;
-  try {
-    cohort::multi_device_reduce_into(group, x, 7, cuda::std::plus<>{}, result);
-  } catch (const std::logic_error& e) {
-    message = e.what();
-  }
+  const std::string message = cohort::testing::logic_error_message(
+      [&] { cohort::multi_device_reduce_into(group, x, 7, cuda::std::plus<>{}, result); });
   const std::size_t nodes = capture.end();
   CAPTURE(message);
   CHECK(message.find("multi_device_reduce_into: member 0") != std::string::npos);

@@ -170,6 +170,18 @@ class lone_capture {
   bool ended_ = false;
 };
 
+// The message of the std::logic_error `call` throws, empty where it throws none: for refusals made
+// inside a capture, checked after the capture has ended.
+template <class Call>
+std::string logic_error_message(Call&& call) {
+  try {
+    call();
+  } catch (const std::logic_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
 // Member r's shard of `x`, read back: copied on the shard's stream, which is then synchronized.
 template <class T>
 std::vector<T> shard_to_host(const distributed_buffer<T>& x, std::size_t r) {

@@ -268,27 +268,23 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     scoped_device on(group.device(k));
     const std::size_t c = count(k);
     if (c > 0) {
-      if constexpr (!is_radix_less_v<Less>) {
-        copy_elements(sorted[k].keys, device, shard_keys(k), device, c, stream,
-                      "cudaMemcpyPeerAsync (" + name + " keys)");
-        if constexpr (with_values)
-          copy_elements(sorted[k].values, device, shard_values(k), device, c, stream,
-                        "cudaMemcpyPeerAsync (" + name + " values)");
-      }
       const sort_arrays<K, V> in{shard_keys(k), shard_values(k)};
-      bool in_holds_result = false;
-      check_cuda(sort_shard<K, V>(temp[k], temp_bytes[k], in, sorted[k], c, less,
-                                  stream.native_handle(), in_holds_result),
-                 "cub sort (" + name + ")", device);
-      // The merges below write the shards while reading every member's sorted keys: those must be
-      // in scratch. (An even number of radix passes, 4 for 32-bit keys, ends in the shard.)
-      if (in_holds_result) {
+      // The shard into scratch: before the comparator's in-place sort, and after a radix sort
+      // that ended in the shard (an even number of passes, 4 for 32-bit keys), since the merges
+      // below write the shards while reading every member's sorted keys from scratch.
+      auto shard_to_scratch = [&] {
         copy_elements(sorted[k].keys, device, in.keys, device, c, stream,
                       "cudaMemcpyPeerAsync (" + name + " keys)");
         if constexpr (with_values)
           copy_elements(sorted[k].values, device, in.values, device, c, stream,
                         "cudaMemcpyPeerAsync (" + name + " values)");
-      }
+      };
+      if constexpr (!is_radix_less_v<Less>) shard_to_scratch();
+      bool in_holds_result = false;
+      check_cuda(sort_shard<K, V>(temp[k], temp_bytes[k], in, sorted[k], c, less,
+                                  stream.native_handle(), in_holds_result),
+                 "cub sort (" + name + ")", device);
+      if (in_holds_result) shard_to_scratch();
     }
     done_sorting[k].record(stream);
   }

@@ -181,19 +181,7 @@ class device_group {
 
   // Blocks the host until every member's stream is idle. Refused while a member's stream is
   // being captured into a graph (a capture records work; there is nothing to wait for yet).
-  void synchronize() const {
-    // Every member checked first: a capturing member k is refused before members 0..k-1 are
-    // waited for.
-    for (std::size_t i = 0; i < streams_.size(); ++i)
-      if (streams_[i].is_capturing())
-        throw std::logic_error("cohort::device_group::synchronize: member " + std::to_string(i) +
-                               "'s stream (device " + std::to_string(devices_[i].get()) +
-                               ") is being captured into a CUDA graph: nothing runs until the "
-                               "graph is launched. Nothing was waited for. Synchronize after the "
-                               "capture ends.");
-    for (const cohort::stream& s : streams_)
-      s.synchronize();
-  }
+  void synchronize() const;
 
   // Enables peer access both ways between every pair of members that has a peer path; returns
   // whether every pair has one (always true for an emulated group).
@@ -259,5 +247,15 @@ inline void refuse_capture(const device_group& group, std::string_view function,
 }
 
 } // namespace detail
+
+// Every member checked first: a capturing member k is refused before members 0..k-1 are waited
+// for.
+inline void device_group::synchronize() const {
+  detail::refuse_capture(*this, "device_group::synchronize",
+                         "nothing runs until the graph is launched",
+                         "Synchronize after the capture ends.");
+  for (const cohort::stream& s : streams_)
+    s.synchronize();
+}
 
 } // namespace cohort
