@@ -9,12 +9,17 @@
 // buffers do not fit in 80% of the free memory are skipped. Goals (2 H200s): sort of 2^30 uint32
 // >= 1.6x one GPU; inclusive scan of 2^30 floats >= 1.8x (see docs/design.md: the scan reads
 // every element twice, which bounds it near 1.33x on 2 GPUs).
-// Usage: scan_sort_bench [largest log2 size, default 30]
+//   3. the uint32 sort again, staged through host memory (the form for GPUs without a peer path or
+//      without room for the sort's scratch), forced;
+//   4. with --larger GiB: one sort of that many GiB of uint64 keys, timed once and checked; the
+//      goal's "array larger than one H200" (on two H200s, e.g. --larger 150).
+// Usage: scan_sort_bench [largest log2 size, default 30] [--larger GiB]
 #include "timing.cuh"
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -118,14 +123,27 @@ void scan_table(cohort::device_group& group, cohort::stream_ref origin, int top)
   }
 }
 
+// Sets how this thread's sorts run (cohort::detail::sort_tuning_for_tests) for one scope.
+struct sort_form {
+  cohort::detail::sort_tuning saved = cohort::detail::sort_tuning_for_tests;
+  explicit sort_form(bool staged) {
+    if (staged)
+      cohort::detail::sort_tuning_for_tests = {cohort::detail::sort_staging::through_host};
+  }
+  ~sort_form() { cohort::detail::sort_tuning_for_tests = saved; }
+};
+
 template <class K, class V>
-void sort_table(cohort::device_group& group, cohort::stream_ref origin, int top, const char* what) {
+void sort_table(cohort::device_group& group, cohort::stream_ref origin, int top, const char* what,
+                bool staged = false) {
   constexpr bool pairs = !std::is_same_v<V, void>;
   using value_t = std::conditional_t<pairs, V, unsigned char>;
   const double element = double(sizeof(K) + (pairs ? sizeof(value_t) : 0));
+  const sort_form form(staged);
   std::printf("\n## sort of %s: one GPU's cub::DeviceRadixSort vs multi_device_sort%s on %zu "
-              "members\n\n",
-              what, pairs ? "_by_key" : "", group.size());
+              "members%s\n\n",
+              what, pairs ? "_by_key" : "", group.size(),
+              staged ? ", staged through host memory (forced)" : "");
   std::printf("| n | cub one GPU ms | cohort ms | ratio |\n| --- | --- | --- | --- |\n");
   for (int lg = 20; lg <= top; lg += (lg < 28 ? 4 : 2)) {
     const std::size_t n = std::size_t(1) << lg;
@@ -183,6 +201,76 @@ void sort_table(cohort::device_group& group, cohort::stream_ref origin, int top,
   }
 }
 
+// Per shard, on its stream: the sum and xor of the keys (a permutation keeps both) and how many
+// neighbours are out of order.
+struct shard_facts {
+  unsigned long long* facts; // sum, xor, inversions
+  const std::uint64_t* keys;
+  std::size_t count;
+  __device__ void operator()(std::size_t i) const {
+    atomicAdd(&facts[0], static_cast<unsigned long long>(keys[i]));
+    atomicXor(&facts[1], static_cast<unsigned long long>(keys[i]));
+    if (i + 1 < count && keys[i + 1] < keys[i]) atomicAdd(&facts[2], 1ull);
+  }
+};
+
+std::vector<unsigned long long> facts_of(cohort::device_group& group,
+                                         cohort::distributed_buffer<std::uint64_t>& keys) {
+  std::vector<unsigned long long> all(3, 0);
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    cohort::device_buffer<unsigned long long> facts(3, group.stream(k));
+    check(cudaMemsetAsync(facts.data(), 0, 3 * sizeof(unsigned long long),
+                          group.stream(k).native_handle()),
+          "cudaMemsetAsync");
+    const auto shard = keys.shard(k).data;
+    cohort::for_each_n(group.stream(k), shard.size(),
+                       shard_facts{facts.data(), shard.data(), shard.size()});
+    unsigned long long host[3];
+    check(cudaMemcpyAsync(host, facts.data(), sizeof host, cudaMemcpyDeviceToHost,
+                          group.stream(k).native_handle()),
+          "cudaMemcpyAsync");
+    group.stream(k).synchronize();
+    all[0] += host[0], all[1] ^= host[1], all[2] += host[2];
+  }
+  // Between shards: the last key of each non-empty shard against the first of the next.
+  std::uint64_t last = 0;
+  bool any = false;
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    const auto shard = keys.shard(k).data;
+    if (shard.empty()) continue;
+    std::uint64_t ends[2];
+    check(cudaMemcpy(&ends[0], shard.data(), 8, cudaMemcpyDefault), "cudaMemcpy");
+    check(cudaMemcpy(&ends[1], shard.data() + shard.size() - 1, 8, cudaMemcpyDefault),
+          "cudaMemcpy");
+    if (any && ends[0] < last) ++all[2];
+    last = ends[1], any = true;
+  }
+  return all;
+}
+
+// One sort of `gib` GiB of uint64 keys over the group, more than one GPU holds with the sort's
+// scratch: timed once (the staged form waits for the GPUs before it returns), then checked: the
+// keys' sum and xor unchanged, and no neighbours out of order.
+void larger_than_one_gpu(cohort::device_group& group, double gib) {
+  const std::size_t n = std::size_t(gib * double(std::size_t(1) << 30)) / sizeof(std::uint64_t);
+  std::printf("\n## one sort of %.1f GiB of uint64 keys (%zu) over %zu members\n\n", gib, n,
+              group.size());
+  cohort::distributed_buffer<std::uint64_t> keys(group, n);
+  fill_random(keys);
+  const auto before = facts_of(group, keys);
+  group.synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  cohort::multi_device_sort(group, keys);
+  group.synchronize();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto after = facts_of(group, keys);
+  const bool right = after[0] == before[0] && after[1] == before[1] && after[2] == 0;
+  std::printf("| keys | GiB | seconds | GB/s of keys | checked |\n| --- | --- | --- | --- | --- |\n"
+              "| %zu | %.1f | %.2f | %.2f | %s |\n",
+              n, gib, s, double(n) * 8 / s / 1e9, right ? "sorted, same sum and xor" : "WRONG");
+  if (!right) std::exit(1);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -192,6 +280,7 @@ int main(int argc, char** argv) {
   }
   bench::print_environment();
   const int top = argc > 1 ? std::atoi(argv[1]) : 30;
+  const double larger_gib = argc > 3 && std::string(argv[2]) == "--larger" ? std::atof(argv[3]) : 0;
   const bool one_gpu = cohort::device_count() == 1;
   std::vector<cohort::device_ref> all = cohort::devices();
   cohort::device_group group = one_gpu ? cohort::device_group::emulated(cohort::device_ref{0}, 2)
@@ -205,5 +294,7 @@ int main(int argc, char** argv) {
   sort_table<std::uint64_t, void>(group, origin, top, "uint64 keys");
   sort_table<float, void>(group, origin, top, "float keys");
   sort_table<std::uint32_t, std::uint32_t>(group, origin, top, "uint32 keys with uint32 values");
+  sort_table<std::uint32_t, void>(group, origin, top, "uint32 keys", true);
+  if (larger_gib > 0) larger_than_one_gpu(group, larger_gib);
   return 0;
 }

@@ -2,7 +2,9 @@
 // 1, fewer than the members, primes and 2^20 + 3; keys all equal, sorted, reversed, few distinct
 // and random; uint32, uint64, int, float, double and __half keys in CUB's order (-0.0 equal to
 // +0.0, NaNs by sign at the ends), descending, a comparator for a user type, values following
-// their keys stably; outputs poisoned first; bad arguments and too little memory refused.
+// their keys stably; the same staged through host memory in several runs and pieces per member,
+// forced and as the fallback for too little device memory; outputs poisoned first; bad arguments
+// and too little memory refused.
 #include "scan_sort_checks.cuh"
 
 #include <doctest/doctest.h>
@@ -165,45 +167,9 @@ struct by_key {
   __device__ bool operator()(const record& a, const record& b) const { return a.key < b.key; }
 };
 
-} // namespace
-
-TEST_CASE("uint32 keys sort ascending") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  check_sort<std::uint32_t, false, false>(1);
-}
-
-TEST_CASE("uint64 keys sort ascending with their values, stably") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  check_sort<std::uint64_t, false, true>(2);
-}
-
-TEST_CASE("int keys sort descending") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  check_sort<int, true, false>(3);
-}
-
-TEST_CASE("float keys sort in CUB's order: -0.0 equals +0.0, NaNs by sign at the ends") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  check_sort<float, false, false>(4);
-}
-
-TEST_CASE("float keys sort descending with their values, stably") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  check_sort<float, true, true>(5);
-}
-
-TEST_CASE("double keys sort ascending") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  check_sort<double, false, false>(6);
-}
-
-TEST_CASE("__half keys sort ascending with their values, stably") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  check_sort<__half, false, true>(7);
-}
-
-TEST_CASE("a comparator sorts a user type stably, values following") {
-  COHORT_SKIP_UNLESS_GPUS(1);
+// A comparator's sort of a user type against std::stable_sort: keys with values, then keys alone
+// on a partition with an empty member.
+void check_comparator_sort() {
   for (std::size_t members : group_sizes)
     for (std::size_t n : {std::size_t(0), std::size_t(3), std::size_t(7919), std::size_t(300007)}) {
       CAPTURE(members);
@@ -251,7 +217,59 @@ TEST_CASE("a comparator sorts a user type stably, values following") {
     }
 }
 
-TEST_CASE("sorts refuse mismatched values, a capture, and an input whose scratch cannot fit") {
+// Sets how sorts on this thread run (detail::sort_tuning_for_tests) for one scope.
+struct sort_tuning_scope {
+  cohort::detail::sort_tuning saved = cohort::detail::sort_tuning_for_tests;
+  explicit sort_tuning_scope(cohort::detail::sort_tuning tuning) {
+    cohort::detail::sort_tuning_for_tests = tuning;
+  }
+  ~sort_tuning_scope() { cohort::detail::sort_tuning_for_tests = saved; }
+};
+
+} // namespace
+
+TEST_CASE("uint32 keys sort ascending") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<std::uint32_t, false, false>(1);
+}
+
+TEST_CASE("uint64 keys sort ascending with their values, stably") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<std::uint64_t, false, true>(2);
+}
+
+TEST_CASE("int keys sort descending") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<int, true, false>(3);
+}
+
+TEST_CASE("float keys sort in CUB's order: -0.0 equals +0.0, NaNs by sign at the ends") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<float, false, false>(4);
+}
+
+TEST_CASE("float keys sort descending with their values, stably") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<float, true, true>(5);
+}
+
+TEST_CASE("double keys sort ascending") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<double, false, false>(6);
+}
+
+TEST_CASE("__half keys sort ascending with their values, stably") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<__half, false, true>(7);
+}
+
+TEST_CASE("a comparator sorts a user type stably, values following") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_comparator_sort();
+}
+
+TEST_CASE("sorts refuse mismatched values, a capture, and an input whose scratch cannot fit "
+          "[serial]") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   cohort::distributed_buffer<std::uint32_t> keys(group, 100);
@@ -262,8 +280,10 @@ TEST_CASE("sorts refuse mismatched values, a capture, and an input whose scratch
       (void)cohort::group_graph::capture(group, [&] { cohort::multi_device_sort(group, keys); }),
       std::logic_error);
 
-  // A single-member group on GPU 0 with a shard of 60% of the free memory: the sort needs as much
-  // again, and says so, naming the member and the bytes, before enqueuing anything.
+  // A single-member group on GPU 0 with a shard of 60% of the free memory, kept on the device: the
+  // sort needs as much again, and says so, naming the member and the bytes, before enqueuing
+  // anything. (By itself it would stage the runs through host memory instead: the case below.)
+  const sort_tuning_scope on_devices({cohort::detail::sort_staging::on_devices, 0});
   auto one = cohort::device_group::emulated(cohort::device_ref{0}, 1);
   const std::size_t free = cohort::memory_info(cohort::device_ref{0}).free;
   cohort::distributed_buffer<std::uint64_t> big(one, free / 10 * 6 / sizeof(std::uint64_t));
@@ -332,4 +352,56 @@ TEST_CASE("a radix sort needs about its keys again in scratch, not twice them") 
     CHECK(high > p.before);                                  // the scratch came from this pool
     CHECK(double(high - p.before) <= 1.25 * double(p.keys)); // about the keys again, not twice
   }
+}
+
+// The form for members without a peer path, or with too little memory for their sorted shards:
+// each member sorts its shard in chunks, stages the sorted runs in host memory, and fills its
+// output piece by piece. Forced here, in blocks of at most 1000 elements, so that members have
+// several runs and pieces each (and the largest inputs the most runs the sort takes, 64).
+TEST_CASE("sorts staged through host memory match the host, in several runs and pieces each") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const sort_tuning_scope staged({cohort::detail::sort_staging::through_host, 1000});
+  check_sort<std::uint32_t, false, false>(21);
+  check_sort<std::uint64_t, false, true>(22);
+  check_sort<float, true, true>(23);
+  check_comparator_sort();
+}
+
+// Without forcing: a single-member group whose device has about 0.75 times its keys free (a
+// ballast takes the rest) sorts them all the same, staged through host memory, and its memory
+// pool's peak during the sort stays below the keys (the sort on the device alone needs them
+// again). Before, it refused with "needs ... bytes of scratch".
+TEST_CASE("a sort whose scratch cannot fit on its device is staged through host memory [serial]") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto one = cohort::device_group::emulated(cohort::device_ref{0}, 1);
+  const std::size_t n = std::size_t(1) << 26;
+  const std::size_t key_bytes = n * sizeof(std::uint32_t);
+  const std::vector<std::uint32_t> keys = make_keys<std::uint32_t>(n, pattern::random, 31);
+  std::vector<std::uint32_t> expected = keys;
+  std::sort(expected.begin(), expected.end());
+  cohort::distributed_buffer<std::uint32_t> k(one, n);
+  k.copy_from_host(keys);
+  one.synchronize();
+
+  cudaMemPool_t pool = nullptr;
+  REQUIRE(cudaDeviceGetMemPool(&pool, 0) == cudaSuccess);
+  REQUIRE(cudaMemPoolTrimTo(pool, 0) == cudaSuccess); // what the pool holds unused, back
+  const std::size_t free = cohort::memory_info(cohort::device_ref{0}).free;
+  REQUIRE(free > key_bytes);
+  struct ballast {
+    void* p = nullptr;
+    ~ballast() { cudaFree(p); }
+  } taken;
+  REQUIRE(cudaMalloc(&taken.p, free - key_bytes / 4 * 3) == cudaSuccess);
+  unsigned long long before = 0, zero = 0, high = 0;
+  REQUIRE(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &before) == cudaSuccess);
+  REQUIRE(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero) == cudaSuccess);
+
+  cohort::multi_device_sort(one, k);
+  one.synchronize();
+  REQUIRE(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high) == cudaSuccess);
+  CAPTURE(high - before);
+  CHECK(high > before);
+  CHECK(high - before < key_bytes);
+  CHECK(first_difference(read_back(one, k), expected) == n);
 }

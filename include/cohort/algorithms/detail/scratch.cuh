@@ -39,14 +39,14 @@ inline std::size_t allocatable_bytes(device_ref device) {
   return info.free + static_cast<std::size_t>(reserved > used ? reserved - used : 0);
 }
 
-// Throws std::invalid_argument, naming the member, its device and the bytes, when member k's
-// `need[k]` bytes of scratch do not fit; members sharing a device (an emulated group) add up.
-// Skipped while a member's stream is being captured: the scratch is allocated when the graph is
-// launched, not now (and cudaMemGetInfo is no call to make inside a global-mode capture).
-inline void require_scratch_fits(const device_group& group, const std::vector<std::size_t>& need,
-                                 std::string_view function, std::string_view argument) {
+// Why member k's `need[k]` bytes of scratch do not fit, naming the member, its device and the
+// bytes (members sharing a device, as in an emulated group, add up), or "" when they all fit.
+// Nothing to say while a member's stream is being captured: the scratch is allocated when the
+// graph is launched, not now (and cudaMemGetInfo is no call to make inside a global-mode capture).
+inline std::string scratch_shortfall(const device_group& group,
+                                     const std::vector<std::size_t>& need) {
   for (std::size_t k = 0; k < group.size(); ++k)
-    if (group.stream(k).is_capturing()) return;
+    if (group.stream(k).is_capturing()) return {};
   std::vector<device_ref> seen;
   for (std::size_t k = 0; k < group.size(); ++k) {
     const device_ref device = group.device(k);
@@ -64,14 +64,21 @@ inline void require_scratch_fits(const device_group& group, const std::vector<st
     if (total == 0) continue;
     const std::size_t available = allocatable_bytes(device);
     if (total <= available) continue;
-    throw_invalid_argument(
-        function, argument,
-        "member " + std::to_string(largest_rank) + " (device " + std::to_string(device.get()) +
-            ") needs " + std::to_string(largest) + " bytes of scratch, and the members on device " +
-            std::to_string(device.get()) + " need " + std::to_string(total) + " in all, but only " +
-            std::to_string(available) +
-            " bytes can be allocated there; free memory, or spread the data over more members.");
+    return "member " + std::to_string(largest_rank) + " (device " + std::to_string(device.get()) +
+           ") needs " + std::to_string(largest) + " bytes of scratch, and the members on device " +
+           std::to_string(device.get()) + " need " + std::to_string(total) + " in all, but only " +
+           std::to_string(available) + " bytes can be allocated there";
   }
+  return {};
+}
+
+// Throws std::invalid_argument with scratch_shortfall's reason when the scratch does not fit.
+inline void require_scratch_fits(const device_group& group, const std::vector<std::size_t>& need,
+                                 std::string_view function, std::string_view argument) {
+  const std::string shortfall = scratch_shortfall(group, need);
+  if (!shortfall.empty())
+    throw_invalid_argument(function, argument,
+                           shortfall + "; free memory, or spread the data over more members.");
 }
 
 // One member's scratch: slices of one allocation, each aligned for any type.

@@ -1,6 +1,6 @@
 // cohort/algorithms/detail/sort.cuh — the pieces of the multi-device sort: CUB's radix order as a
 // comparator, the total order that makes merges stable, and the kernel that finds, for every
-// member's range of the sorted result, which part of every member's sorted shard falls in it.
+// piece of the sorted result, which part of every sorted run falls in it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -106,14 +106,20 @@ auto unpositioned_output(K* keys) {
 }
 
 inline constexpr std::size_t max_sort_members = 64;
+// Sorted runs the merges combine: one per member when they stay on the GPUs, a member's chunks
+// when they are staged through host memory. Each member's output is cut into at most
+// max_sort_runs / members pieces, so at most max_sort_runs - 1 ranks cut the output.
+inline constexpr std::size_t max_sort_runs = 64;
 
-// Every member's sorted shard, passed by value to the split kernel.
+// The sorted runs, in input order, and the global ranks where the output is cut: passed by value
+// to the split kernel.
 template <class K>
 struct sorted_runs {
-  const K* keys[max_sort_members];
-  std::size_t count[max_sort_members];
-  std::size_t boundary[max_sort_members]; // first global rank of member j's output
-  std::size_t members;
+  const K* keys[max_sort_runs];
+  std::size_t count[max_sort_runs];
+  std::size_t runs;
+  std::size_t rank[max_sort_runs]; // the cuts strictly inside the output, ascending
+  std::size_t ranks;
 };
 
 // How many keys of the sorted `keys[0, n)` come before `e` (with `or_equal`: are not after it).
@@ -132,18 +138,19 @@ __device__ std::size_t count_before(const K* keys, std::size_t n, const K& e, bo
   return lo;
 }
 
-// The global order is (key, member, position in the member's shard): equal keys keep the order of
-// the input, which is what makes the sort stable. For boundary j (1 <= j < members) and member k,
-// table[(j - 1) * members + k] = how many of member k's sorted keys have a global rank below
-// boundary[j], found by a binary search over member k's keys, each probe ranked against every
-// other member's keys by binary search: (members - 1) * members threads, O(members * log^2 n).
+// The global order is (key, run, position in the run): the runs are in input order, so equal keys
+// keep the order of the input, which is what makes the sort stable. For cut i and run k,
+// table[i * runs + k] = how many of run k's keys have a global rank below rank[i], found by a
+// binary search over run k's keys, each probe ranked against every other run's keys by binary
+// search: ranks * runs threads, O(runs * log^2 n) reads each (over peer access or from host
+// memory, where the runs are).
 template <class K, class Less>
 __global__ void find_splits(sorted_runs<K> runs, Less less, std::size_t* table) {
-  const std::size_t p = runs.members;
+  const std::size_t p = runs.runs;
   const std::size_t t = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
-  if (t >= (p - 1) * p) return;
-  const std::size_t j = 1 + t / p, k = t % p;
-  const std::size_t rank = runs.boundary[j];
+  if (t >= runs.ranks * p) return;
+  const std::size_t i = t / p, k = t % p;
+  const std::size_t rank = runs.rank[i];
   const K* mine = runs.keys[k];
   std::size_t lo = 0, hi = runs.count[k];
   while (lo < hi) {

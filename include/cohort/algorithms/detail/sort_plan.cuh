@@ -1,0 +1,190 @@
+// cohort/algorithms/detail/sort_plan.cuh — how a multi-device sort runs, decided before anything is
+// enqueued: where the sorted runs wait for the merges (in scratch on the GPUs, read over peer
+// access, or staged in page-locked host memory), how much each member sorts and merges at once,
+// and the memory each member and the host need, checked against what they can give.
+#pragma once
+
+#include "../../execution/detail/peer_paths.cuh"
+#include "../../execution/device_group.cuh"
+#include "../../partitioning/partition.cuh"
+#include "host_staging.cuh"
+#include "scratch.cuh"
+#include "sort.cuh"
+#include "sort_cub.cuh"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace cohort::detail {
+
+// For tests, per thread: force a form, and make the staged form work in blocks of at most
+// `max_block` elements, so that small inputs take several runs and pieces per member.
+enum class sort_staging { automatic, on_devices, through_host };
+struct sort_tuning {
+  sort_staging staging = sort_staging::automatic;
+  std::size_t max_block = 0; // 0: as large as the member's memory allows
+};
+inline thread_local sort_tuning sort_tuning_for_tests{};
+
+// `count` elements of member `member`, from global index `first`, sorted as one run.
+struct run_span {
+  std::size_t member = 0;
+  std::size_t first = 0;
+  std::size_t count = 0;
+};
+
+struct sort_plan {
+  bool through_host = false;
+  std::vector<std::size_t> block;      // per member: the most elements it sorts or merges at once
+  std::vector<std::size_t> temp_bytes; // per member: CUB's temporary storage
+  std::vector<std::size_t> need;       // per member: device scratch, in bytes
+  std::size_t host_bytes = 0;          // page-locked host staging for every run
+  std::vector<run_span> runs;          // in input order
+  std::vector<std::size_t> cuts;       // global ranks where pieces of the output start, 0 and n
+};
+
+// The split table on member 0: a row of every run's split for each cut inside the output.
+inline constexpr std::size_t sort_table_bytes = (max_sort_runs - 1) * max_sort_runs * 8;
+
+// CUB's temporary storage for member k to sort `count` elements and to merge two runs of as many.
+template <class K, class V, class Less>
+std::size_t sort_temp_bytes(const device_group& group, std::size_t k, std::size_t count, Less less,
+                            std::string_view function) {
+  std::size_t most = 1;
+  if (count == 0) return most;
+  const cudaStream_t stream = group.stream(k).native_handle();
+  const int device = group.device(k).get();
+  std::size_t bytes = 0;
+  bool unused = false;
+  check_cuda(sort_shard<K, V>(nullptr, bytes, {}, {}, count, less, stream, unused),
+             "cub sort (size query, " + std::string(function) + ")", device);
+  most = std::max(most, bytes);
+  bytes = 0;
+  const auto half = std::int64_t(count - count / 2);
+  check_cuda(merge_runs<K, V>(nullptr, bytes, {nullptr, nullptr, 0, half},
+                              {nullptr, nullptr, half, std::int64_t(count / 2)}, {}, less, stream),
+             "cub::DeviceMerge (size query, " + std::string(function) + ")", device);
+  return std::max(most, bytes);
+}
+
+template <class K, class V>
+std::size_t block_bytes(std::size_t count) {
+  return align_up(count * sizeof(K)) +
+         (std::is_same_v<V, no_values> ? 0 : align_up(count * sizeof(V)));
+}
+
+// Each member's shard is one run, sorted into scratch; the merges read the runs over peer access.
+// Scratch: the sorted shard, a second copy for the rounds between when there are more than two
+// runs to merge, and CUB's storage.
+template <class K, class V, class Less>
+sort_plan plan_on_devices(const device_group& group, const partition& split, Less less,
+                          std::string_view function) {
+  const std::size_t p = group.size();
+  sort_plan plan;
+  plan.block.resize(p), plan.temp_bytes.resize(p), plan.need.resize(p);
+  plan.cuts.push_back(0);
+  for (std::size_t k = 0; k < p; ++k) {
+    const std::size_t c = split.count(k);
+    plan.block[k] = c;
+    plan.temp_bytes[k] = sort_temp_bytes<K, V>(group, k, c, less, function);
+    plan.need[k] = (p > 2 ? 2 : 1) * block_bytes<K, V>(c) + align_up(plan.temp_bytes[k]) +
+                   (k == 0 ? align_up(sort_table_bytes) : 0);
+    if (c > 0) plan.runs.push_back({k, split.offset(k), c});
+    if (split.offset(k) + c > plan.cuts.back()) plan.cuts.push_back(split.offset(k) + c);
+  }
+  return plan;
+}
+
+// Each member sorts its shard in chunks of at most `block` elements, one run each, and copies them
+// to host staging; then it fills its output a piece of at most `block` elements at a time, copying
+// the piece's part of every run in and merging them there. Scratch: one block (the radix sort's
+// second buffer, then the merges' rounds between) and CUB's storage for a block. The block is as
+// large as the member's share of its device allows, and at least 1 / (max_sort_runs / members) of
+// its shard, so that there are at most max_sort_runs runs.
+template <class K, class V, class Less>
+sort_plan plan_through_host(const device_group& group, const partition& split, Less less,
+                            std::string_view function, std::size_t max_block) {
+  const std::size_t p = group.size();
+  const std::size_t per_member = max_sort_runs / p;
+  sort_plan plan;
+  plan.through_host = true;
+  plan.block.resize(p), plan.temp_bytes.resize(p), plan.need.resize(p);
+  plan.host_bytes = block_bytes<K, V>(split.size());
+  plan.cuts.push_back(0);
+  for (std::size_t k = 0; k < p; ++k) {
+    const std::size_t c = split.count(k);
+    const std::size_t table = k == 0 ? align_up(sort_table_bytes) : 0;
+    if (c == 0) {
+      plan.temp_bytes[k] = 1;
+      plan.need[k] = table;
+      continue;
+    }
+    // The member's share of what its device can give, with a tenth left for the pool's rounding.
+    std::size_t sharing = 0;
+    for (std::size_t j = 0; j < p; ++j)
+      sharing += group.device(j) == group.device(k) && split.count(j) > 0 ? 1 : 0;
+    const std::size_t share = allocatable_bytes(group.device(k)) / 10 * 9 / sharing;
+    const std::size_t smallest = (c + per_member - 1) / per_member;
+    std::size_t block = c;
+    auto need = [&](std::size_t b) {
+      return block_bytes<K, V>(b) + align_up(sort_temp_bytes<K, V>(group, k, b, less, function)) +
+             table;
+    };
+    while (block > smallest && need(block) > share)
+      block = std::max(smallest, block / 8 * 7);
+    if (max_block > 0) block = std::max(smallest, std::min(block, max_block));
+    plan.block[k] = block;
+    plan.temp_bytes[k] = sort_temp_bytes<K, V>(group, k, block, less, function);
+    plan.need[k] = need(block);
+    for (std::size_t at = 0; at < c; at += block) {
+      plan.runs.push_back({k, split.offset(k) + at, std::min(block, c - at)});
+      plan.cuts.push_back(split.offset(k) + std::min(c, at + block));
+    }
+  }
+  return plan;
+}
+
+// The form: on the devices when every pair of members has a peer path and the scratch fits, else
+// through host memory; either way checked, with an std::invalid_argument that names the member,
+// or the host, and the bytes.
+template <class K, class V, class Less>
+sort_plan plan_sort(const device_group& group, const partition& split, Less less,
+                    std::string_view function) {
+  const sort_tuning tuning = sort_tuning_for_tests;
+  const auto [i, j] = first_pair_without_peer_path(group);
+  std::string why_not_on_devices;
+  if (i != j) {
+    why_not_on_devices = "members " + std::to_string(i) + " (device " +
+                         std::to_string(group.device(i).get()) + ") and " + std::to_string(j) +
+                         " (device " + std::to_string(group.device(j).get()) +
+                         ") have no peer path";
+  } else if (tuning.staging != sort_staging::through_host) {
+    sort_plan plan = plan_on_devices<K, V>(group, split, less, function);
+    why_not_on_devices = scratch_shortfall(group, plan.need);
+    if (why_not_on_devices.empty()) return plan;
+  }
+  if (tuning.staging == sort_staging::on_devices)
+    throw_invalid_argument(function, "keys",
+                           why_not_on_devices + "; free memory, or spread the data over more "
+                                                "members.");
+  sort_plan plan = plan_through_host<K, V>(group, split, less, function, tuning.max_block);
+  const std::size_t host = available_host_bytes();
+  if (plan.host_bytes > host / 10 * 9)
+    throw_invalid_argument(
+        function, "keys",
+        (why_not_on_devices.empty() ? std::string("staged through the host by request")
+                                    : why_not_on_devices) +
+            "; staging the sorted runs in host memory instead needs " +
+            std::to_string(plan.host_bytes) +
+            " bytes of page-locked host memory, and the host has " + std::to_string(host) +
+            " available. Free memory, or spread the data over more members or machines.");
+  require_scratch_fits(group, plan.need, function, "keys");
+  return plan;
+}
+
+} // namespace cohort::detail
