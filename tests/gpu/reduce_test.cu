@@ -604,6 +604,42 @@ TEST_CASE("a reduction that runs out of memory leaves nothing queued that writes
                                          "written after it returned");
 }
 
+// A `_into` reduction that fails at member 2 (a failure injected where a launch could fail) after
+// member 1 queued its part behind 200 ms of other work: the next reduction into the same result,
+// over a buffer in which member 1 has no items, relies on member 1's slot being cleared. Before
+// the failure path ordered member 0's stream after every member's, member 1's late copy landed
+// after that clearing: 2000 + 1000 (stale) + 2000.
+TEST_CASE("a _into reduction that fails part-way leaves nothing queued that changes the next one") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::device_group::emulated(cohort::device_ref{0}, 3);
+  cohort::distributed_buffer<int> ones(group, 3000);
+  cohort::distributed_buffer<int> twos(group, cohort::partition::from_counts({1000, 0, 1000}));
+  ones.copy_from_host(std::vector<int>(3000, 1));
+  twos.copy_from_host(std::vector<int>(2000, 2));
+  cohort::device_result<int> result(group);
+  cohort::multi_device_reduce_into(group, ones, 0, cuda::std::plus<>{}, result); // loads kernels
+  CHECK(result.get() == 3000);
+  group.synchronize();
+
+  cohort::device_buffer<int> dummy(1, group.stream(1));
+  cohort::testing::launch_write_after_delay(group.stream(1), dummy.data(), 1, 0, 200'000'000ull);
+  {
+    struct inject {
+      inject() { cohort::detail::reduce_fails_at_member_for_tests = 2; }
+      ~inject() { cohort::detail::reduce_fails_at_member_for_tests = ~std::size_t{0}; }
+    } failing_at_member_2;
+    try {
+      cohort::multi_device_reduce_into(group, ones, 0, cuda::std::plus<>{}, result);
+      FAIL("the injected failure did not throw");
+    } catch (const cohort::cuda_error& e) {
+      CHECK(std::string(e.what()).find("a failure tests inject") != std::string::npos);
+    }
+  }
+  cohort::multi_device_reduce_into(group, twos, 0, cuda::std::plus<>{}, result);
+  CHECK(result.get() == 4000);
+  group.synchronize();
+}
+
 TEST_CASE("a _into reduction whose members are not all in one capture is refused before it "
           "enqueues") {
   COHORT_SKIP_UNLESS_GPUS(1);

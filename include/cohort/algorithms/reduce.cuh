@@ -266,6 +266,10 @@ void require_value_type() {
   static_assert(sizeof(maybe<T>) == sizeof(T) + alignof(T), "a maybe<T> must have no padding");
 }
 
+// For tests, per thread: the member at which enqueue_reduce throws, as a launch that fails there
+// would, after the members before it enqueued their part (none: the largest size_t).
+inline thread_local std::size_t reduce_fails_at_member_for_tests = ~std::size_t{0};
+
 // Enqueues the reduction of member k's `counts[k]` items of `input_of(k)` (an iterator) on the
 // group's streams, the result written to `result` on member 0's stream. Allocates nothing and
 // creates nothing (scratch and events are given), so that it can be captured into a graph.
@@ -289,6 +293,9 @@ void enqueue_reduce(const device_group& group, const std::vector<std::size_t>& c
     using U = typename std::iterator_traits<Input>::value_type;
     const Input input = input_of(m.rank);
     const reduce_launch first = plan_reduce<U>(counts[m.rank], scratch.capacity[m.rank]);
+    if (m.rank == reduce_fails_at_member_for_tests) [[unlikely]]
+      throw cuda_error(cudaErrorLaunchFailure, "reduce_in_order (a failure tests inject)",
+                       m.device.get());
     if (first.blocks > 0) {
       slot* mine = scratch.member(m.rank);
       // A T with padding (a user struct such as {float; long long}) has bytes the kernels never
@@ -400,7 +407,9 @@ inline void require_split(const partition& split, const device_group& group, std
 // and events the reductions into it use, all made here so that the reductions allocate nothing
 // and can be captured into a CUDA graph and replayed. Made for one group; the reductions into it
 // are ordered on that group's streams (one after another, as each call's member 0 work follows
-// the previous call's), and it must outlive every graph that holds such a reduction.
+// the previous call's), and it must outlive every graph that holds such a reduction. A reduction
+// into it that throws leaves its value unspecified, and nothing queued that would disturb the
+// next one.
 template <class T>
 class device_result {
   static_assert(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>,
@@ -453,8 +462,20 @@ class device_result {
                                      "was made for another group (its streams are not this "
                                      "group's); make a device_result over this group.");
     detail::require_one_capture(streams_, function);
-    detail::enqueue_reduce(group, counts, input_of, init, op, transform, scratch_, events_,
-                           value_.data());
+    try {
+      detail::enqueue_reduce(group, counts, input_of, init, op, transform, scratch_, events_,
+                             value_.data());
+    } catch (...) {
+      // The members before the failing one may still copy their part into member 0's gathered
+      // slots: member 0's stream, where the next reduction clears them and where they are freed,
+      // waits for every member's stream as it stands. No host wait.
+      for (std::size_t k = 0; k < group.size(); ++k) {
+        const cudaEvent_t done = events_.member_done[k].native_handle();
+        ignore_cuda_error(cudaEventRecord(done, group.stream(k).native_handle()));
+        ignore_cuda_error(cudaStreamWaitEvent(group.stream(0).native_handle(), done, 0));
+      }
+      throw;
+    }
   }
 
  private:
