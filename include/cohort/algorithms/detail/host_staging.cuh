@@ -5,11 +5,13 @@
 #pragma once
 
 #include "../../devices/scoped_device.cuh"
+#include "../../errors/argument_error.cuh"
 #include "../../errors/cuda_error.cuh"
 #include "../../execution/device_group.cuh"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
@@ -18,17 +20,36 @@
 
 namespace cohort::detail {
 
-// What the host can still give without swapping: Linux's MemAvailable, or the free pages where
-// /proc/meminfo cannot be read.
+// A number from a one-line file (cgroup v2's memory.max reads "max" when unlimited), or 0.
+inline std::size_t number_in_file(const char* path) {
+  std::ifstream in(path);
+  unsigned long long value = 0;
+  return in >> value ? static_cast<std::size_t>(value) : 0;
+}
+
+// What the host can still give without swapping: Linux's MemAvailable (or the free pages where
+// /proc/meminfo cannot be read), and no more than this process's cgroup (v2) leaves under its
+// limit, as in a container.
 inline std::size_t available_host_bytes() {
+  std::size_t available = 0;
   std::ifstream info("/proc/meminfo");
   for (std::string line; std::getline(info, line);) {
     unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1)
-      return static_cast<std::size_t>(kib) * 1024;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) {
+      available = static_cast<std::size_t>(kib) * 1024;
+      break;
+    }
   }
-  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : 0;
+  if (available == 0) {
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    available = pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : 0;
+  }
+  const std::size_t limit = number_in_file("/sys/fs/cgroup/memory.max");
+  if (limit > 0) {
+    const std::size_t used = number_in_file("/sys/fs/cgroup/memory.current");
+    available = std::min(available, limit > used ? limit - used : 0);
+  }
+  return available;
 }
 
 // `bytes` of page-locked host memory, portable to and mapped into every device. Freed only after
@@ -42,7 +63,18 @@ class host_staging {
     if (bytes == 0) return;
     scoped_device on(group.device(0)); // cudaHostAlloc needs a context: member 0's
     void* p = nullptr;
-    check_cuda(cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
+    const cudaError_t status =
+        cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+    // Out of page-locked memory is the caller's to fix, as a precheck that failed would say.
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw_invalid_argument(function, "keys",
+                             "staging the sorted runs needs " + std::to_string(bytes) +
+                                 " bytes of page-locked host memory, and cudaHostAlloc could not "
+                                 "get them; free host memory, raise the locked-memory limit, or "
+                                 "spread the data over more members or machines.");
+    }
+    check_cuda(status,
                "cudaHostAlloc (" + std::string(function) + ", " + std::to_string(bytes) +
                    " bytes of host staging)",
                group.device(0).get());

@@ -4,6 +4,7 @@
 // and the memory each member and the host need, checked against what they can give.
 #pragma once
 
+#include "../../devices/scoped_device.cuh"
 #include "../../execution/detail/peer_paths.cuh"
 #include "../../execution/device_group.cuh"
 #include "../../partitioning/partition.cuh"
@@ -57,6 +58,7 @@ std::size_t sort_temp_bytes(const device_group& group, std::size_t k, std::size_
                             std::string_view function) {
   std::size_t most = 1;
   if (count == 0) return most;
+  scoped_device on(group.device(k)); // CUB sizes its storage for the current device
   const cudaStream_t stream = group.stream(k).native_handle();
   const int device = group.device(k).get();
   std::size_t bytes = 0;
@@ -170,8 +172,9 @@ sort_plan plan_sort(const device_group& group, const partition& split, Less less
   }
   if (tuning.staging == sort_staging::on_devices)
     throw_invalid_argument(function, "keys",
-                           why_not_on_devices + "; free memory, or spread the data over more "
-                                                "members.");
+                           why_not_on_devices + (i != j ? "; use GPUs with a peer path."
+                                                        : "; free memory, or spread the data over "
+                                                          "more members."));
   sort_plan plan = plan_through_host<K, V>(group, split, less, function, tuning.max_block);
   const std::size_t host = available_host_bytes();
   if (plan.host_bytes > host / 10 * 9)
