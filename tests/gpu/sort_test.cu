@@ -1,6 +1,6 @@
 // Multi-device sorts against std::stable_sort on the host, on groups of 1, 2, 3 and 5: sizes 0,
 // 1, fewer than the members, primes and 2^20 + 3; keys all equal, sorted, reversed, few distinct
-// and random; uint32, uint64, int, float, double and __half keys in CUB's order (-0.0 equal to
+// and random; uint32, uint64, int, float, double, __half and __nv_bfloat16 keys in CUB's order (-0.0 equal to
 // +0.0, NaNs by sign at the ends), descending, a comparator for a user type, values following
 // their keys stably; the same staged through host memory in several runs and pieces per member,
 // forced and as the fallback for too little device memory; outputs poisoned first; bad arguments
@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -41,6 +42,8 @@ template <class K>
 double host_value(K k) {
   if constexpr (std::is_same_v<K, __half>)
     return double(__half2float(k));
+  else if constexpr (std::is_same_v<K, __nv_bfloat16>)
+    return double(__bfloat162float(k));
   else
     return double(k);
 }
@@ -60,6 +63,8 @@ template <class K>
 K key_from(double v) {
   if constexpr (std::is_same_v<K, __half>)
     return __float2half(float(v));
+  else if constexpr (std::is_same_v<K, __nv_bfloat16>)
+    return __float2bfloat16(float(v));
   else
     return static_cast<K>(v);
 }
@@ -265,6 +270,11 @@ TEST_CASE("__half keys sort ascending with their values, stably") {
   check_sort<__half, false, true>(7);
 }
 
+TEST_CASE("__nv_bfloat16 keys sort descending") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_sort<__nv_bfloat16, true, false>(8);
+}
+
 TEST_CASE("a comparator sorts a user type stably, values following") {
   COHORT_SKIP_UNLESS_GPUS(1);
   check_comparator_sort();
@@ -370,6 +380,25 @@ TEST_CASE("sorts staged through host memory match the host, in several runs and 
   check_sort<std::uint64_t, false, true>(22, staged_sizes, staged_patterns);
   check_sort<float, true, true>(23, staged_sizes, staged_patterns);
   check_comparator_sort();
+
+  // Radix keys with values on an uneven partition whose member 0 (the split kernel's) is empty.
+  auto group = cohort::testing::group_of(3);
+  const std::size_t n = 7919;
+  const std::vector<std::uint32_t> keys = make_keys<std::uint32_t>(n, pattern::few, 24);
+  std::vector<std::uint32_t> positions(n);
+  for (std::size_t i = 0; i < n; ++i)
+    positions[i] = std::uint32_t(i);
+  std::vector<std::uint32_t> order = positions;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return keys[a] < keys[b]; });
+  const auto split = cohort::partition::from_counts({0, 2000, n - 2000});
+  cohort::distributed_buffer<std::uint32_t> k(group, split), v(group, split);
+  k.copy_from_host(keys);
+  v.fill_bytes(cohort::testing::poison_byte);
+  v.copy_from_host(positions);
+  cohort::multi_device_sort_by_key(group, k, v);
+  CHECK(first_difference(read_back(group, v), order) == n);
+  CHECK(k.split().counts() == split.counts());
 }
 
 // Without forcing: a single-member group whose device has about 0.75 times its keys free (a
