@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace {
@@ -189,6 +190,28 @@ TEST_CASE("a scan captured into a graph replays in order with direct calls") {
   for (int round = 0; round < 3; ++round)
     expected = host_inclusive(expected, plus);
   CHECK(first_difference(read_back(group, x), expected) == n);
+}
+
+TEST_CASE("a scan whose members are not all in one capture is refused before it enqueues") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  const std::vector<int> ones(1000, 1);
+  cohort::distributed_buffer<int> x(group, ones.size());
+  x.copy_from_host(ones);
+  // Only member 1's stream captured: member 0's scan would run now and member 1's, waiting for
+  // member 0's carry, only in the graph.
+  cohort::testing::lone_capture capture(group, 1);
+  const std::string message = cohort::testing::logic_error_message(
+      [&] { cohort::multi_device_inclusive_scan(group, x, cuda::std::plus<int>{}); });
+  const std::size_t nodes = capture.end();
+  CAPTURE(message);
+  CHECK(message.find("multi_device_inclusive_scan: member 0") != std::string::npos);
+  CHECK(nodes == 0);
+  cohort::multi_device_inclusive_scan(group, x, cuda::std::plus<int>{}); // still works
+  std::vector<int> expected(ones.size());
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    expected[i] = int(i + 1);
+  CHECK(first_difference(read_back(group, x), expected) == expected.size());
 }
 
 TEST_CASE("scans refuse buffers of other partitions and groups before enqueuing") {

@@ -7,10 +7,10 @@
 //   cohort::multi_device_exclusive_scan_n(group, n, [] __device__(std::size_t i) { return 1; },
 //                                         offsets, 0ull, cuda::std::plus<>{});     // f(i) values
 //
-// Any associative operator and trivially copyable type: element i of the inclusive scan is
-// op(...op(op(x[0], x[1]), x[2])..., x[i]), of the exclusive one op(init, x[0], ..., x[i-1]), the
-// order kept (the operator need not commute). `y` must have the partition of `x`; the index
-// forms' f(i) values are scanned into `out`, over its partition.
+// Any associative operator and trivially copyable, default-constructible type: element i of the
+// inclusive scan is op(...op(op(x[0], x[1]), x[2])..., x[i]), of the exclusive one op(init, x[0],
+// ..., x[i-1]), the order kept (the operator need not commute). `y` must have the partition of
+// `x`; the index forms' f(i) values are scanned into `out`, over its partition.
 //
 // How: each member first runs a CUB scan of its shard that keeps only the last value (its total;
 // it reads the shard once and writes nothing else). The carry (everything before a shard) then
@@ -19,7 +19,9 @@
 // then runs cub::DeviceScan over its shard seeded with the carry (exclusive scan with the carry as
 // a cub::FutureValue read on the device; the inclusive form applies x[i] as it writes). An empty
 // shard hands on the carry it got. Every step is enqueued on the group's streams: nothing waits
-// for the host, nothing copies pageable memory, and the whole scan can be captured into a graph.
+// for the host, nothing copies pageable memory, and the whole scan can be captured into a graph
+// (every member's stream in one capture: a scan with some of them outside it throws
+// std::logic_error, naming the member, before anything is enqueued).
 // Each element is read twice and written once (one GPU's CUB scan reads it once), so on p GPUs
 // the scan takes about 3/(2p) of one GPU's time at best: 0.75x the time on 2, i.e. 1.33x faster.
 // Member k's hand-off lands in memory allocated on member k+1's stream, so it (and member k's own
@@ -37,6 +39,7 @@
 
 #include "../distributed/distributed_buffer.cuh"
 #include "../distributed/on_each_shard.cuh"
+#include "../execution/detail/one_capture.cuh"
 #include "../execution/device_group.cuh"
 #include "../execution/launch.cuh"
 #include "detail/scan.cuh"
@@ -61,7 +64,14 @@ namespace detail {
 template <bool Exclusive, class T, class InputOf, class Op>
 void scan_over_members(const device_group& group, InputOf input_of, distributed_buffer<T>& out,
                        const T* init, Op op, std::string_view function, std::string_view argument) {
-  static_assert(std::is_trivially_copyable_v<T>, "cohort scans need a trivially copyable type.");
+  static_assert(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>,
+                "cohort scans need a trivially copyable, default-constructible type (CUB's scan "
+                "makes values of it).");
+  // Member k waits for member k-1's carry: all in one capture, or none.
+  std::vector<stream_ref> streams;
+  for (std::size_t k = 0; k < group.size(); ++k)
+    streams.push_back(group.stream(k));
+  require_one_capture(streams, function);
   refuse_recorded_error(function, group.device(0).get());
   const std::size_t members = group.size();
   const partition& split = out.split();

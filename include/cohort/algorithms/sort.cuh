@@ -12,10 +12,12 @@
 // the output has the input's partition (rebalance by making the buffer with another partition).
 // The sort is stable: equal keys (and their values) keep their input order, by global index.
 //
-// Order: without a comparator, keys are any type CUB's radix sort takes (integers, float, double,
-// __half, __nv_bfloat16) in CUB's order: -0.0 and +0.0 are equal (so they keep their input
+// Order: without a comparator, keys are any type CUB's radix sort takes (bool, char, the signed
+// and unsigned integers, float, double, __half, __nv_bfloat16; not wchar_t or charN_t) in CUB's
+// order: -0.0 and +0.0 are equal (so they keep their input
 // order), NaNs go by their bits (positive NaNs after +inf, negative NaNs before -inf); descending
-// is that order reversed. With a comparator, a strict weak order callable on the device.
+// is that order reversed. With a comparator, a strict weak order callable on the device. Keys and
+// values are trivially copyable and default-constructible.
 //
 // How: each member sorts its shard into scratch (cub::DeviceRadixSort in its DoubleBuffer form,
 // passing the keys between the shard and the scratch, or cub::DeviceMergeSort's stable sort for a
@@ -81,6 +83,10 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
                        distributed_buffer<V>* values, Less less, std::string_view function) {
   constexpr bool with_values = !std::is_same_v<V, no_values>;
   constexpr bool radix = is_radix_less_v<Less>;
+  static_assert(std::is_trivially_copyable_v<K> && std::is_default_constructible_v<K> &&
+                    std::is_trivially_copyable_v<V> && std::is_default_constructible_v<V>,
+                "cohort sorts need trivially copyable, default-constructible keys and values "
+                "(CUB's sorts and merges make values of them).");
   const std::string name(function);
   const std::size_t p = group.size();
   require_buffer_of_group(keys, group, function, "keys");

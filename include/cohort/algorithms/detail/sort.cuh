@@ -16,11 +16,16 @@
 
 namespace cohort::detail {
 
-// Types CUB's radix sort orders without a decomposer.
+// Types CUB's radix sort orders without a decomposer: its traits cover bool, char, the signed and
+// unsigned integers, float, double, __half and __nv_bfloat16, not the other character types.
 template <class K>
-inline constexpr bool
-    radix_sortable_v = (std::is_arithmetic_v<K> && sizeof(K) <= 8) || std::is_same_v<K, __half> ||
-                       std::is_same_v<K, __nv_bfloat16>;
+inline constexpr bool is_wide_character_v =
+    std::is_same_v<K, wchar_t> || std::is_same_v<K, char8_t> || std::is_same_v<K, char16_t> ||
+    std::is_same_v<K, char32_t>;
+template <class K>
+inline constexpr bool radix_sortable_v =
+    (std::is_arithmetic_v<K> && sizeof(K) <= 8 && !is_wide_character_v<std::remove_cv_t<K>>) ||
+    std::is_same_v<K, __half> || std::is_same_v<K, __nv_bfloat16>;
 
 template <class K>
 using ordered_bits_t = std::conditional_t<
