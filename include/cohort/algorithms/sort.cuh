@@ -106,9 +106,9 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
   const bool staged = plan.through_host;
   if (!staged && p > 1) (void)group.enable_peer_access(); // true: every pair has a path
   auto shard = [&](std::size_t k, std::size_t at) {
-    sort_arrays<K, V> arrays{keys.shard(k).data.data() + at, nullptr};
-    if constexpr (with_values) arrays.values = values->shard(k).data.data() + at;
-    return arrays;
+    sort_arrays<K, V> arrays{keys.shard(k).data.data(), nullptr};
+    if constexpr (with_values) arrays.values = values->shard(k).data.data();
+    return arrays.at(at);
   };
 
   // Memory, all of it taken before anything is enqueued. Staged: every run at its global index in
@@ -148,12 +148,7 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
   // Where run r's sorted keys (and values) wait for the merges.
   auto run_arrays = [&](std::size_t r) {
     const run_span& run = plan.runs[r];
-    if (staged) {
-      sort_arrays<K, V> arrays{host.keys + run.first, nullptr};
-      if constexpr (with_values) arrays.values = host.values + run.first;
-      return arrays;
-    }
-    return local[run.member];
+    return staged ? host.at(run.first) : local[run.member];
   };
   // Whatever happens below, no member's scratch is freed (on its own stream, when `memory` goes)
   // before member 0's split kernel and every member's pulls stopped reading it. (The host staging
@@ -280,9 +275,8 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
         const std::size_t first = at_cut[c * runs + r], n = at_cut[(c + 1) * runs + r] - first;
         if (n == 0) continue;
         stream.wait(done_sorting[plan.runs[r].member]);
-        const sort_arrays<K, V> from = run_arrays(r);
-        parts.push_back(
-            {from.keys + first, with_values ? from.values + first : nullptr, at, std::int64_t(n)});
+        const sort_arrays<K, V> from = run_arrays(r).at(first);
+        parts.push_back({from.keys, from.values, at, std::int64_t(n)});
         at += std::int64_t(n);
       }
       std::size_t rounds = 0;
@@ -290,10 +284,10 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
         ++rounds;
       const sort_arrays<K, V> output = shard(j, plan.cuts[c] - begin);
       auto copy_part = [&](sorted_run<K, V>& part, sort_arrays<K, V> to) {
-        copy_arrays({to.keys + part.start, with_values ? to.values + part.start : nullptr},
-                    part.keys, part.values, std::size_t(part.length), stream);
-        part.keys = to.keys + part.start;
-        part.values = with_values ? to.values + part.start : nullptr;
+        const sort_arrays<K, V> place = to.at(std::size_t(part.start));
+        copy_arrays(place, part.keys, part.values, std::size_t(part.length), stream);
+        part.keys = place.keys;
+        part.values = place.values;
       };
       if (parts.size() == 1) copy_part(parts[0], output);
       if (staged && parts.size() > 1)
@@ -305,8 +299,7 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
         std::vector<sorted_run<K, V>> merged;
         for (std::size_t r = 0; r < parts.size(); r += 2) {
           sorted_run<K, V> a = parts[r];
-          const sort_arrays<K, V> out{to.keys + a.start,
-                                      with_values ? to.values + a.start : nullptr};
+          const sort_arrays<K, V> out = to.at(std::size_t(a.start));
           if (r + 1 == parts.size()) {
             copy_part(a, to);
             merged.push_back(a);

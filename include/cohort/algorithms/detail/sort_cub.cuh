@@ -23,7 +23,10 @@ struct no_values {};
 template <class K, class V>
 struct sort_arrays {
   K* keys = nullptr;
-  V* values = nullptr;
+  V* values = nullptr; // null without values
+
+  // The arrays from element i on.
+  sort_arrays at(std::size_t i) const { return {keys + i, values != nullptr ? values + i : nullptr}; }
 };
 
 // Sorts count keys (and values) on `stream`; a size query when temp is null.

@@ -132,17 +132,20 @@ sort_plan plan_through_host(const device_group& group, const partition& split, L
       sharing += group.device(j) == group.device(k) && split.count(j) > 0 ? 1 : 0;
     const std::size_t share = allocatable_bytes(group.device(k)) / 10 * 9 / sharing;
     const std::size_t smallest = (c + per_member - 1) / per_member;
-    std::size_t block = c;
-    auto need = [&](std::size_t b) {
-      return block_bytes<K, V>(b) + align_up(sort_temp_bytes<K, V>(group, k, b, less, function)) +
-             table;
+    std::size_t block = 0, temp = 0;
+    auto try_block = [&](std::size_t b) {
+      block = b;
+      temp = sort_temp_bytes<K, V>(group, k, b, less, function);
+      return block_bytes<K, V>(b) + align_up(temp) + table; // the scratch it needs
     };
-    while (block > smallest && need(block) > share)
-      block = std::max(smallest, block / 8 * 7);
-    if (max_block > 0) block = std::max(smallest, std::min(block, max_block));
+    std::size_t need = try_block(c);
+    while (block > smallest && need > share)
+      need = try_block(std::max(smallest, block / 8 * 7));
+    if (max_block > 0 && block > std::max(smallest, max_block))
+      need = try_block(std::max(smallest, max_block));
     plan.block[k] = block;
-    plan.temp_bytes[k] = sort_temp_bytes<K, V>(group, k, block, less, function);
-    plan.need[k] = need(block);
+    plan.temp_bytes[k] = temp;
+    plan.need[k] = need;
     for (std::size_t at = 0; at < c; at += block) {
       plan.runs.push_back({k, split.offset(k) + at, std::min(block, c - at)});
       plan.cuts.push_back(split.offset(k) + std::min(c, at + block));
@@ -158,21 +161,16 @@ template <class K, class V, class Less>
 sort_plan plan_sort(const device_group& group, const partition& split, Less less,
                     std::string_view function) {
   const sort_tuning tuning = sort_tuning_for_tests;
-  const auto [i, j] = first_pair_without_peer_path(group);
-  std::string why_not_on_devices;
-  if (i != j) {
-    why_not_on_devices = "members " + std::to_string(i) + " (device " +
-                         std::to_string(group.device(i).get()) + ") and " + std::to_string(j) +
-                         " (device " + std::to_string(group.device(j).get()) +
-                         ") have no peer path";
-  } else if (tuning.staging != sort_staging::through_host) {
+  const std::string no_peer_path = missing_peer_path(group);
+  std::string why_not_on_devices = no_peer_path;
+  if (no_peer_path.empty() && tuning.staging != sort_staging::through_host) {
     sort_plan plan = plan_on_devices<K, V>(group, split, less, function);
     why_not_on_devices = scratch_shortfall(group, plan.need);
     if (why_not_on_devices.empty()) return plan;
   }
   if (tuning.staging == sort_staging::on_devices)
     throw_invalid_argument(function, "keys",
-                           why_not_on_devices + (i != j ? "; use GPUs with a peer path."
+                           why_not_on_devices + (!no_peer_path.empty() ? "; use GPUs with a peer path."
                                                         : "; free memory, or spread the data over "
                                                           "more members."));
   sort_plan plan = plan_through_host<K, V>(group, split, less, function, tuning.max_block);

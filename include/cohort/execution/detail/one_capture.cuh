@@ -18,34 +18,43 @@
 namespace cohort::detail {
 
 // Throws std::logic_error naming `function` and the first member whose stream is not in member
-// 0's capture (or is in one where member 0's is not), before anything is enqueued.
-inline void require_one_capture(const std::vector<stream_ref>& streams, std::string_view function) {
+// 0's capture (or is in one where member 0's is not), before anything is enqueued. Member i's
+// stream is stream_of(i), for i < members.
+template <class StreamOf>
+void require_one_capture(std::size_t members, StreamOf stream_of, std::string_view function) {
   bool first_capturing = false;
   unsigned long long first_id = 0;
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    scoped_device on(streams[i].device());
+  int first_device = 0;
+  for (std::size_t i = 0; i < members; ++i) {
+    const stream_ref stream = stream_of(i);
+    scoped_device on(stream.device());
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     unsigned long long id = 0;
-    check_cuda(cudaStreamGetCaptureInfo(streams[i].native_handle(), &status, &id),
+    check_cuda(cudaStreamGetCaptureInfo(stream.native_handle(), &status, &id),
                "cudaStreamGetCaptureInfo (" + std::string(function) + ")",
-               streams[i].device().get());
+               stream.device().get());
     const bool capturing = status != cudaStreamCaptureStatusNone;
     if (i == 0) {
       first_capturing = capturing;
       first_id = id;
+      first_device = stream.device().get();
     } else if (capturing != first_capturing || (capturing && id != first_id)) {
       auto state = [](bool c) { return c ? "is being captured" : "is not being captured"; };
       throw std::logic_error(
           "cohort::" + std::string(function) + ": member 0's stream (device " +
-          std::to_string(streams[0].device().get()) + ") " + state(first_capturing) +
+          std::to_string(first_device) + ") " + state(first_capturing) +
           " and member " + std::to_string(i) + "'s (device " +
-          std::to_string(streams[i].device().get()) + ") " +
+          std::to_string(stream.device().get()) + ") " +
           (capturing == first_capturing ? "is in another capture" : state(capturing)) +
           ": its members' work would wait for each other for ever. Nothing was enqueued. "
           "Capture every member's stream in one capture (group_graph::capture forks them all), "
           "or none.");
     }
   }
+}
+
+inline void require_one_capture(const std::vector<stream_ref>& streams, std::string_view function) {
+  require_one_capture(streams.size(), [&](std::size_t i) { return streams[i]; }, function);
 }
 
 } // namespace cohort::detail

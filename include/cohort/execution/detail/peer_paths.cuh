@@ -10,37 +10,29 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
-#include <utility>
 
 namespace cohort::detail {
 
-// The first pair of members on different devices with no peer path between them, or {0, 0}
-// when every pair has one.
-inline std::pair<std::size_t, std::size_t> first_pair_without_peer_path(const device_group& group) {
+// "members i (device d) and j (device e) have no peer path" for the first pair of members on
+// different devices with no peer path between them, or empty when every pair has one.
+inline std::string missing_peer_path(const device_group& group) {
   for (std::size_t i = 0; i < group.size(); ++i)
     for (std::size_t j = 0; j < group.size(); ++j) {
       if (group.device(i) == group.device(j)) continue;
-      if (link_between(group.device(i), group.device(j)).kind != link_kind::peer) return {i, j};
+      if (link_between(group.device(i), group.device(j)).kind == link_kind::peer) continue;
+      return "members " + std::to_string(i) + " (device " + std::to_string(group.device(i).get()) +
+             ") and " + std::to_string(j) + " (device " + std::to_string(group.device(j).get()) +
+             ") have no peer path";
     }
-  return {0, 0};
-}
-
-inline bool has_peer_paths(const device_group& group) {
-  const auto [i, j] = first_pair_without_peer_path(group);
-  return i == j;
+  return {};
 }
 
 // Throws std::invalid_argument naming `function`, the first pair of members on different devices
 // with no peer path between them, `why` the call needs one and what to do instead.
 inline void require_peer_paths(const device_group& group, std::string_view function,
                                std::string_view why) {
-  const auto [i, j] = first_pair_without_peer_path(group);
-  if (i != j)
-    throw_invalid_argument(
-        function, "group",
-        "members " + std::to_string(i) + " (device " + std::to_string(group.device(i).get()) +
-            ") and " + std::to_string(j) + " (device " + std::to_string(group.device(j).get()) +
-            ") have no peer path: " + std::string(why));
+  const std::string missing = missing_peer_path(group);
+  if (!missing.empty()) throw_invalid_argument(function, "group", missing + ": " + std::string(why));
 }
 
 } // namespace cohort::detail

@@ -39,10 +39,9 @@ inline void release_after_partial_launch(p2p_clique& peers, std::size_t launched
 // recorded into a graph and another run now would wait for each other for ever. (Named by the
 // launch's name; a user's p2p_launch without one as "p2p_launch".)
 inline void require_one_capture(p2p_clique& peers, const launch_config& config) {
-  std::vector<stream_ref> streams;
-  for (std::size_t i = 0; i < peers.size(); ++i)
-    streams.push_back(peers.stream(i));
-  detail::require_one_capture(streams, config.name != nullptr ? config.name : "p2p_launch");
+  detail::require_one_capture(
+      peers.size(), [&](std::size_t i) { return peers.stream(i); },
+      config.name != nullptr ? config.name : "p2p_launch");
 }
 
 // Every member's arguments, made before anything is launched: an argument that cannot be made
