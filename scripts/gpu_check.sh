@@ -37,6 +37,9 @@
 # --build "NAME..." also builds only those targets (with the GPU test program), but still runs
 # ctest and the examples, each limited by --ctest-regex REGEX and --examples REGEX (ctest -R):
 # a short call that checks a few changed areas where device time is short.
+# --parallel-sanitizers runs every --tools tool at once, each in two processes (sort_test apart),
+# over every case but the [serial] ones (which take much of the GPU's memory); run those in a
+# second call: --sanitizers-only --no-build --cases '--test-case=*[serial]*'.
 # --larger-sort GiB runs scan_sort_bench's one sort of GiB GiB of uint64 keys over every GPU
 # (staged through host memory where the devices cannot hold its scratch; issue 20's "larger than
 # one H200", e.g. 150 on two H200s), after the benchmarks; list scan_sort_bench in --benchmarks
@@ -55,7 +58,7 @@ benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck syncc
 # the two-thread clique cases cannot run under the tools (see the sanitizer step below).
 exclude='*000 back-to-back*,*two threads*each with its own group*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
 targets="" build_only=0 no_build=0 nccl_sockets=0 diagnose=0 build_targets="" ctest_regex="" examples=""
-larger_sort=""
+larger_sort="" parallel=""
 
 while (($#)); do
   case $1 in
@@ -80,6 +83,7 @@ while (($#)); do
     --ctest-regex) ctest_regex=$2; shift ;;
     --examples) examples=$2; shift ;;
     --larger-sort) larger_sort=$2; shift ;;
+    --parallel-sanitizers) parallel=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -207,14 +211,14 @@ if ((sanitize)); then
   # shares report themselves skipped; the other tools check them. initcheck also leaves out the
   # NCCL cases: NCCL's kernels are not instrumented, so it cannot see what they write and flags
   # every read of a collective's output (and it outlasts the lease on the clique cases).
-  for tool in $tools; do
-    initcheck_only=()
-    no_shares=0
-    tool_exclude=$exclude
+  # sanitize TOOL LOG [DOCTEST-OPTIONS...]: one pass of TOOL over the GPU test program into LOG.log.
+  sanitize() {
+    local tool=$1 log=$2; shift 2
+    local no_shares=0 tool_exclude=$exclude${parallel:+,*[serial]*} files_out=""
     if [[ $tool == initcheck ]]; then
       no_shares=1
       # A --cases filter is the caller's choice (doctest keeps the last of a repeated option).
-      [[ -z $cases ]] && initcheck_only=(--source-file-exclude='*nccl_test*')
+      [[ -z $cases ]] && files_out='*nccl_test*'
       # Under initcheck the reduction's call returned only after the 500 ms delay queued ahead of
       # it had run (session 7), so the case that asserts a reduction returns first cannot pass
       # there; natively it passes with and without SM shares.
@@ -227,16 +231,49 @@ if ((sanitize)); then
     # (as ncu does not): the part-failed launch case waits out its patience and loses the context
     # for every later case (session 7). memcheck, synccheck and initcheck run it.
     [[ $tool == racecheck ]] && tool_exclude+=',*launch that fails part-way*'
+    # A shard's own source-file filter ("+FILES": only those; "-FILES": all but those) joins
+    # initcheck's exclusion of the NCCL cases.
+    local files=()
+    case ${1:-} in
+      +*) files=(--source-file="${1#+}"); shift ;;
+      -*) files=(--source-file-exclude="${1#-}${files_out:+,$files_out}"); files_out=""; shift ;;
+    esac
+    [[ -n $files_out ]] && files+=(--source-file-exclude="$files_out")
     # Instrumented barriers spin many times slower: the tests' cliques wait longer for a peer
     # (tests/support/testing.cuh reads this), so that a slow run is not taken for a hang.
     # The graph-replay cases make a tenth of their rounds (tests/support/testing.cuh: rounds).
-    step sanitizer env COHORT_NO_SM_PARTITIONING=$no_shares COHORT_TEST_ROUNDS_DIVISOR=10 \
+    step "$log" env COHORT_NO_SM_PARTITIONING=$no_shares COHORT_TEST_ROUNDS_DIVISOR=10 \
       COHORT_P2P_PATIENCE_MS=${COHORT_SANITIZER_PATIENCE_MS:-300000} \
       timeout "$sanitizer_timeout" compute-sanitizer --tool "$tool" --error-exitcode 99 \
       --report-api-errors no --kernel-name-exclude kns=ncclDevKernel \
       build/tests/gpu/gpu_tests --duration=true --test-case-exclude="$tool_exclude" \
-      ${initcheck_only[@]+"${initcheck_only[@]}"} ${cases:+"$cases"}
-  done
+      ${files[@]+"${files[@]}"} ${cases:+"$cases"}
+  }
+  if [[ -n $parallel ]]; then
+    # Every tool at once, each in two processes (the sort cases, the longest, apart), leaving out
+    # the [serial] cases, which take much of the GPU's memory: a later call runs those with
+    # --cases '--test-case=*[serial]*'. Each process logs on its own; sanitizer.log gathers them.
+    pids=()
+    for tool in $tools; do
+      sanitize "$tool" "sanitizer-$tool-sort" '+*sort_test*' >"$out/sanitizer-$tool-sort.out" &
+      pids+=($!)
+      sanitize "$tool" "sanitizer-$tool-rest" '-*sort_test*' >"$out/sanitizer-$tool-rest.out" &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+    for tool in $tools; do
+      for part in sort rest; do
+        { echo "## $tool, $part (the [serial] cases left out)"; grep -A40 "^!!" "$out/sanitizer-$tool-$part.out"
+          cat "$out/sanitizer-$tool-$part.log"; } >>"$out/sanitizer.log"
+        rm -f "$out/sanitizer-$tool-$part.out" "$out/sanitizer-$tool-$part.log"
+      done
+    done
+  else
+    for tool in $tools; do
+      echo "## $tool" >>"$out/sanitizer.log"
+      sanitize "$tool" sanitizer
+    done
+  fi
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:" "$out/sanitizer.log"
 fi
 echo "== gpu_check: $([[ $status == 0 ]] && echo all steps passed || echo some step FAILED)"

@@ -68,7 +68,8 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
                 "cohort scans need a trivially copyable, default-constructible type (CUB's scan "
                 "makes values of it).");
   // Member k waits for member k-1's carry: all in one capture, or none.
-  require_one_capture(group.size(), [&](std::size_t k) { return group.stream(k); }, function);
+  require_one_capture(
+      group.size(), [&](std::size_t k) { return group.stream(k); }, function);
   refuse_recorded_error(function, group.device(0).get());
   const std::size_t members = group.size();
   const partition& split = out.split();

@@ -26,7 +26,9 @@ struct sort_arrays {
   V* values = nullptr; // null without values
 
   // The arrays from element i on.
-  sort_arrays at(std::size_t i) const { return {keys + i, values != nullptr ? values + i : nullptr}; }
+  sort_arrays at(std::size_t i) const {
+    return {keys + i, values != nullptr ? values + i : nullptr};
+  }
 };
 
 // Sorts count keys (and values) on `stream`; a size query when temp is null.

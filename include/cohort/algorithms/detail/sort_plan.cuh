@@ -170,9 +170,10 @@ sort_plan plan_sort(const device_group& group, const partition& split, Less less
   }
   if (tuning.staging == sort_staging::on_devices)
     throw_invalid_argument(function, "keys",
-                           why_not_on_devices + (!no_peer_path.empty() ? "; use GPUs with a peer path."
-                                                        : "; free memory, or spread the data over "
-                                                          "more members."));
+                           why_not_on_devices + (!no_peer_path.empty()
+                                                     ? "; use GPUs with a peer path."
+                                                     : "; free memory, or spread the data over "
+                                                       "more members."));
   sort_plan plan = plan_through_host<K, V>(group, split, less, function, tuning.max_block);
   const std::size_t host = available_host_bytes();
   if (plan.host_bytes > host / 10 * 9)

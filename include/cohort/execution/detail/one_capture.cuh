@@ -31,8 +31,7 @@ void require_one_capture(std::size_t members, StreamOf stream_of, std::string_vi
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     unsigned long long id = 0;
     check_cuda(cudaStreamGetCaptureInfo(stream.native_handle(), &status, &id),
-               "cudaStreamGetCaptureInfo (" + std::string(function) + ")",
-               stream.device().get());
+               "cudaStreamGetCaptureInfo (" + std::string(function) + ")", stream.device().get());
     const bool capturing = status != cudaStreamCaptureStatusNone;
     if (i == 0) {
       first_capturing = capturing;
@@ -42,9 +41,8 @@ void require_one_capture(std::size_t members, StreamOf stream_of, std::string_vi
       auto state = [](bool c) { return c ? "is being captured" : "is not being captured"; };
       throw std::logic_error(
           "cohort::" + std::string(function) + ": member 0's stream (device " +
-          std::to_string(first_device) + ") " + state(first_capturing) +
-          " and member " + std::to_string(i) + "'s (device " +
-          std::to_string(stream.device().get()) + ") " +
+          std::to_string(first_device) + ") " + state(first_capturing) + " and member " +
+          std::to_string(i) + "'s (device " + std::to_string(stream.device().get()) + ") " +
           (capturing == first_capturing ? "is in another capture" : state(capturing)) +
           ": its members' work would wait for each other for ever. Nothing was enqueued. "
           "Capture every member's stream in one capture (group_graph::capture forks them all), "
@@ -54,7 +52,8 @@ void require_one_capture(std::size_t members, StreamOf stream_of, std::string_vi
 }
 
 inline void require_one_capture(const std::vector<stream_ref>& streams, std::string_view function) {
-  require_one_capture(streams.size(), [&](std::size_t i) { return streams[i]; }, function);
+  require_one_capture(
+      streams.size(), [&](std::size_t i) { return streams[i]; }, function);
 }
 
 } // namespace cohort::detail

@@ -32,7 +32,8 @@ inline std::string missing_peer_path(const device_group& group) {
 inline void require_peer_paths(const device_group& group, std::string_view function,
                                std::string_view why) {
   const std::string missing = missing_peer_path(group);
-  if (!missing.empty()) throw_invalid_argument(function, "group", missing + ": " + std::string(why));
+  if (!missing.empty())
+    throw_invalid_argument(function, "group", missing + ": " + std::string(why));
 }
 
 } // namespace cohort::detail
