@@ -13,7 +13,7 @@
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
 # doctest filter (e.g. --source-file='*nccl_test*') to the sanitized run, for a shorter check, or
 # a range of its cases (`--cases --first=113`: doctest counts the cases its filters pass); several
-# options go in one string, split at blanks ('--source-file=*sort_test* --first=7').
+# options go in one string, split where a blank precedes "--" ('--source-file=*sort_test* --first=7').
 # --sanitizers-only skips ctest, the examples and the benchmarks (a second call on a warm machine).
 # --nccl-sockets runs the GPU program's NCCL cases again, single-process, with NCCL kept off its
 # peer-to-peer and shared-memory transports (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: the socket
@@ -212,8 +212,9 @@ if ((sanitize)); then
   # shares report themselves skipped; the other tools check them. initcheck also leaves out the
   # NCCL cases: NCCL's kernels are not instrumented, so it cannot see what they write and flags
   # every read of a collective's output (and it outlasts the lease on the clique cases).
-  # --cases may hold several doctest options, split at blanks (and never glob-expanded).
-  read -ra case_args <<<"$cases"
+  # --cases may hold several doctest options, split where a blank precedes "--" (so that a
+  # pattern keeps its blanks; never glob-expanded).
+  readarray -t case_args < <(printf '%s' "$cases" | sed 's/ --/\n--/g')
   # sanitize TOOL LOG [DOCTEST-OPTIONS...]: one pass of TOOL over the GPU test program into LOG.log.
   sanitize() {
     local tool=$1 log=$2; shift 2
