@@ -640,6 +640,36 @@ TEST_CASE("a _into reduction that fails part-way leaves nothing queued that chan
   group.synchronize();
 }
 
+// The _into forms take T from the result: an int init into a device_result<double> did not
+// compile before (T was deduced from both).
+TEST_CASE("a _into reduction takes its type from the result, init converted") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1, 3}) {
+    CAPTURE(members);
+    auto group = cohort::testing::group_of(members);
+    const std::size_t n = 100'003;
+    const auto in = cohort::testing::random_values<float>(n, 29);
+    cohort::distributed_buffer<float> x(group, n);
+    x.copy_from_host(in);
+    double expected = 1;
+    for (float v : in)
+      expected += v;
+    cohort::device_result<double> sum(group);
+    cohort::multi_device_reduce_into(group, x, 1, cuda::std::plus<>{}, sum);
+    CHECK(sum.get() == doctest::Approx(expected).epsilon(1e-9));
+    cohort::multi_device_transform_reduce_into(
+        group, x, 1, cuda::std::plus<>{}, [] __device__(float v) { return double(v) * 2; }, sum);
+    CHECK(sum.get() == doctest::Approx(2 * expected - 1).epsilon(1e-9));
+    cohort::device_result<long long> count(group);
+    cohort::multi_device_transform_reduce_n_into(
+        group, n, 0, cuda::std::plus<>{}, [] __device__(std::size_t i) { return i % 3; }, count);
+    long long residues = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      residues += static_cast<long long>(i % 3);
+    CHECK(count.get() == residues);
+  }
+}
+
 TEST_CASE("a _into reduction whose members are not all in one capture is refused before it "
           "enqueues") {
   COHORT_SKIP_UNLESS_GPUS(1);

@@ -12,7 +12,7 @@
 // std::logic_error before enqueuing anything. The second, `..._into(..., device_result<T>&
 // result)`, leaves the value in device memory on member 0 (`result.data()`), written in member
 // 0's stream order; nothing is allocated or created during the call, so it can be captured and
-// replayed any number of times.
+// replayed any number of times. Its T is the result's (`init` converts to it).
 //
 //   auto sum = cohort::multi_device_reduce(group, x, 0.0f, cuda::std::plus<>{});
 //   auto max = cohort::multi_device_transform_reduce(group, x, -INFINITY,
@@ -25,6 +25,8 @@
 //   cohort::multi_device_reduce_into(group, x, 0.0f, cuda::std::plus<>{}, total);
 //   float* on_gpu0 = total.data();                         // for work on group.stream(0)
 //   float t = total.get();                                 // or copy it yourself
+//   cohort::device_result<double> wide(group);             // T is the result's: init converts
+//   cohort::multi_device_reduce_into(group, x, 0, cuda::std::plus<>{}, wide);
 #pragma once
 
 #include "../devices/detail/nvtx.cuh"
@@ -531,8 +533,9 @@ pending<T> multi_device_transform_reduce_n(const device_group& group, std::size_
 // 0's stream. Capturable (see device_result).
 template <class T, class U, class Op, class Transform>
 void multi_device_transform_reduce_into(const device_group& group,
-                                        const distributed_buffer<U>& buffer, T init, Op op,
-                                        Transform transform, device_result<T>& result) {
+                                        const distributed_buffer<U>& buffer,
+                                        std::type_identity_t<T> init, Op op, Transform transform,
+                                        device_result<T>& result) {
   detail::require_buffer_of_group(buffer, group, "multi_device_transform_reduce_into", "buffer");
   result.enqueue(
       group, detail::shard_counts(buffer),
@@ -542,7 +545,7 @@ void multi_device_transform_reduce_into(const device_group& group,
 
 template <class T, class U, class Op>
 void multi_device_reduce_into(const device_group& group, const distributed_buffer<U>& buffer,
-                              T init, Op op, device_result<T>& result) {
+                              std::type_identity_t<T> init, Op op, device_result<T>& result) {
   detail::require_buffer_of_group(buffer, group, "multi_device_reduce_into", "buffer");
   result.enqueue(
       group, detail::shard_counts(buffer),
@@ -551,9 +554,9 @@ void multi_device_reduce_into(const device_group& group, const distributed_buffe
 }
 
 template <class T, class Op, class Transform>
-void multi_device_transform_reduce_n_into(const device_group& group, std::size_t n, T init, Op op,
-                                          Transform transform, device_result<T>& result,
-                                          const partition& split) {
+void multi_device_transform_reduce_n_into(const device_group& group, std::size_t n,
+                                          std::type_identity_t<T> init, Op op, Transform transform,
+                                          device_result<T>& result, const partition& split) {
   detail::require_split(split, group, n, "multi_device_transform_reduce_n_into");
   result.enqueue(
       group, split.counts(),
@@ -562,8 +565,9 @@ void multi_device_transform_reduce_n_into(const device_group& group, std::size_t
 }
 
 template <class T, class Op, class Transform>
-void multi_device_transform_reduce_n_into(const device_group& group, std::size_t n, T init, Op op,
-                                          Transform transform, device_result<T>& result) {
+void multi_device_transform_reduce_n_into(const device_group& group, std::size_t n,
+                                          std::type_identity_t<T> init, Op op, Transform transform,
+                                          device_result<T>& result) {
   multi_device_transform_reduce_n_into(group, n, init, op, transform, result,
                                        partition::even(n, group.size()));
 }

@@ -6,11 +6,16 @@
 //   cohort::multi_device_exclusive_scan(group, x, 0.0f, cuda::std::plus<>{});      // init first
 //   cohort::multi_device_exclusive_scan_n(group, n, [] __device__(std::size_t i) { return 1; },
 //                                         offsets, 0ull, cuda::std::plus<>{});     // f(i) values
+//   cohort::multi_device_inclusive_scan(group, y, [] __device__(float a, float b) {
+//     return fmaxf(a, b); });                                                      // running max
 //
 // Any associative operator and trivially copyable, default-constructible type: element i of the
 // inclusive scan is op(...op(op(x[0], x[1]), x[2])..., x[i]), of the exclusive one op(init, x[0],
-// ..., x[i-1]), the order kept (the operator need not commute). `y` must have the partition of
-// `x`; the index forms' f(i) values are scanned into `out`, over its partition.
+// ..., x[i-1]), the order kept (the operator need not commute). The operator may be a function
+// object, a __host__ __device__ lambda or an extended __device__ lambda; such a lambda without a
+// trailing return type is taken as returning T (CUB must know the result type in host code, and
+// nvcc cannot tell it). `y` must have the partition of `x`; the index forms' f(i) values are
+// scanned into `out`, over its partition.
 //
 // How: each member first runs a CUB scan of its shard that keeps only the last value (its total;
 // it reads the shard once and writes nothing else). The carry (everything before a shard) then
@@ -63,10 +68,13 @@ namespace detail {
 // `argument` names `out` in errors.
 template <bool Exclusive, class T, class InputOf, class Op>
 void scan_over_members(const device_group& group, InputOf input_of, distributed_buffer<T>& out,
-                       const T* init, Op op, std::string_view function, std::string_view argument) {
+                       const T* init, Op given_op, std::string_view function,
+                       std::string_view argument) {
   static_assert(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>,
                 "cohort scans need a trivially copyable, default-constructible type (CUB's scan "
                 "makes values of it).");
+  const auto op = scan_operator<T>(given_op);
+  using ScanOp = std::remove_const_t<decltype(op)>;
   // Member k waits for member k-1's carry: all in one capture, or none.
   require_one_capture(
       group.size(), [&](std::size_t k) { return group.stream(k); }, function);
@@ -99,7 +107,7 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
         return cub::DeviceScan::InclusiveScan(temp, bytes, input_of(k), target, op, split.count(k),
                                               stream);
       using In = decltype(input_of(k));
-      const apply_last_element<T, In, Op> apply{input_of(k), target, op};
+      const apply_last_element<T, In, ScanOp> apply{input_of(k), target, op};
       return cub::DeviceScan::ExclusiveScan(temp, bytes, input_of(k),
                                             thrust::make_tabulate_output_iterator(apply), op,
                                             cub::FutureValue<T>(carry), split.count(k), stream);
@@ -170,8 +178,8 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
     if (k > 0) stream.wait(handed[k - 1]);
     if (k + 1 < members) {
       if (has_carry[k] || has_total) {
-        launch(stream, {}, chain_carry<T, Op>, carry[k], static_cast<bool>(has_carry[k]), total[k],
-               has_total, next[k], op);
+        launch(stream, {}, chain_carry<T, ScanOp>, carry[k], static_cast<bool>(has_carry[k]),
+               total[k], has_total, next[k], op);
         stream.wait(allocated[k + 1]);
         // cudaMemcpyAsync (cudaMemcpyDefault): cudaMemcpyPeerAsync cannot be captured.
         check_cuda(cudaMemcpyAsync(carry[k + 1], next[k], sizeof(T), cudaMemcpyDefault,

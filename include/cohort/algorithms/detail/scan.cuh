@@ -4,6 +4,7 @@
 
 #include "../../execution/launch.cuh"
 
+#include <cuda/functional>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/tabulate_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
@@ -37,6 +38,24 @@ struct apply_last_element {
     out[i] = static_cast<T>(op(static_cast<T>(exclusive), static_cast<T>(in[i])));
   }
 };
+
+// The operator as CUB gets it. CUB reads the operator's result type in host code, which nvcc
+// cannot tell for an extended __device__ lambda without a trailing return type (CCCL's
+// static_assert refuses it): such a lambda is taken as returning T. Any other operator goes as it
+// is, so that CUB accumulates in its result type.
+template <class T, class Op>
+auto scan_operator(Op op) {
+#if defined(__NVCC__) && defined(__CUDACC_EXTENDED_LAMBDA__)
+  if constexpr (__nv_is_extended_device_lambda_closure_type(Op) &&
+                !__nv_is_extended_host_device_lambda_closure_type(Op) &&
+                !__nv_is_extended_device_lambda_with_preserved_return_type(Op))
+    return cuda::proclaim_return_type<T>(op);
+  else
+    return op;
+#else
+  return op;
+#endif
+}
 
 // f(offset + i) as a T: the input of the index forms.
 template <class T, class F>
