@@ -394,7 +394,6 @@ TEST_CASE("sorts staged through host memory match the host, in several runs and 
   const auto split = cohort::partition::from_counts({0, 2000, n - 2000});
   cohort::distributed_buffer<std::uint32_t> k(group, split), v(group, split);
   k.copy_from_host(keys);
-  v.fill_bytes(cohort::testing::poison_byte);
   v.copy_from_host(positions);
   cohort::multi_device_sort_by_key(group, k, v);
   CHECK(first_difference(read_back(group, v), order) == n);

@@ -39,22 +39,27 @@ struct apply_last_element {
   }
 };
 
-// The operator as CUB gets it. CUB reads the operator's result type in host code, which nvcc
-// cannot tell for an extended __device__ lambda without a trailing return type (CCCL's
-// static_assert refuses it): such a lambda is taken as returning T. Any other operator goes as it
-// is, so that CUB accumulates in its result type.
+// Whether nvcc cannot tell Op's result type in host code: an extended __device__ lambda without a
+// trailing return type (CUB reads that type on the host, and CCCL's static_assert refuses it).
+template <class Op>
+constexpr bool result_type_hidden() {
+#if defined(__NVCC__) && defined(__CUDACC_EXTENDED_LAMBDA__)
+  return __nv_is_extended_device_lambda_closure_type(Op) &&
+         !__nv_is_extended_host_device_lambda_closure_type(Op) &&
+         !__nv_is_extended_device_lambda_with_preserved_return_type(Op);
+#else
+  return false;
+#endif
+}
+
+// The operator as CUB gets it: one whose result type is hidden is taken as returning T; any other
+// goes as it is, so that CUB accumulates in its result type.
 template <class T, class Op>
 auto scan_operator(Op op) {
-#if defined(__NVCC__) && defined(__CUDACC_EXTENDED_LAMBDA__)
-  if constexpr (__nv_is_extended_device_lambda_closure_type(Op) &&
-                !__nv_is_extended_host_device_lambda_closure_type(Op) &&
-                !__nv_is_extended_device_lambda_with_preserved_return_type(Op))
+  if constexpr (result_type_hidden<Op>())
     return cuda::proclaim_return_type<T>(op);
   else
     return op;
-#else
-  return op;
-#endif
 }
 
 // f(offset + i) as a T: the input of the index forms.
