@@ -90,6 +90,78 @@ TEST_CASE("a one-rank communicator runs every collective, its calls blocking or 
   }
 }
 
+// The byte movers take every bitwise copyable type (memory/bitwise_copyable.cuh): __half2, which
+// declares a copy constructor, and a type of the user's that specializes the trait. Before, they
+// took only trivially copyable types and neither compiled. One rank: each call is the identity.
+namespace {
+struct tagged_pair {
+  __half2 value;
+  int tag;
+};
+} // namespace
+template <>
+struct cohort::bitwise_copyable<tagged_pair> : std::true_type {};
+namespace {
+
+template <class T>
+void check_byte_movers(const std::vector<T>& in) {
+  const cohort::device_ref d{0};
+  auto comm = cohort::communicator::create(cohort::unique_id::create(), 1, 0, d, 60s);
+  cohort::stream s(d);
+  const std::size_t n = in.size();
+  cohort::device_buffer<T> a(n, s);
+  a.copy_from_host(in);
+  std::vector<cohort::device_buffer<T>> out;
+  for (int k = 0; k < 3; ++k) {
+    out.emplace_back(n, s);
+    out.back().fill_bytes(cohort::testing::poison_byte);
+  }
+  cohort::broadcast(comm, cuda::std::span<const T>(a.span()), out[0].span(), 0, s);
+  cohort::all_gather(comm, a.span(), out[1].span(), s);
+  {
+    cohort::nccl_group both;
+    cohort::send(comm, a.span(), 0, s);
+    cohort::recv(comm, out[2].span(), 0, s);
+    both.end();
+  }
+  comm.wait(s, 60s);
+  for (int k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    std::vector<T> got(n);
+    out[k].copy_to_host(got);
+    s.synchronize();
+    CHECK(std::memcmp(got.data(), in.data(), n * sizeof(T)) == 0);
+  }
+}
+
+} // namespace
+
+TEST_CASE("broadcast, all_gather, send and recv move bitwise copyable types NCCL has no type for") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const std::size_t n = 7919;
+  const auto r = cohort::testing::random_values<float>(2 * n, 5);
+  std::vector<__half2> pairs(n);
+  std::vector<tagged_pair> tagged(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    pairs[i] = __floats2half2_rn(r[2 * i], r[2 * i + 1]);
+    tagged[i] = {pairs[i], int(i)};
+  }
+  check_byte_movers(pairs);
+  check_byte_movers(tagged);
+}
+
+// A rank whose rank 0 never writes the id file: a timeout_error naming the rank and its GPU (it
+// was a std::runtime_error naming neither). LOCAL_RANK 0: GPU 0 wherever one GPU is visible.
+TEST_CASE("a bootstrap whose id file never appears throws a timeout_error naming the rank") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::testing::environment_guard rank("RANK", "1"), size("WORLD_SIZE", "2"),
+      local("LOCAL_RANK", "0");
+  CHECK_THROWS_WITH_AS(
+      (void)cohort::bootstrap_from_environment("no/such/cohort_bootstrap.id", 50ms),
+      doctest::Contains("bootstrap_from_environment (rank 1, GPU 0): cohort::unique_id::read_file"),
+      cohort::timeout_error);
+}
+
 TEST_CASE("a rank that never joins makes creation time out and a new communicator works after") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};

@@ -48,7 +48,12 @@ bootstrap_from_environment(const std::string& id_file,
     id = unique_id::create();
     id.write_file(id_file, run);
   } else {
-    id = unique_id::read_file(id_file, timeout, run);
+    try {
+      id = unique_id::read_file(id_file, timeout, run);
+    } catch (const timeout_error& e) {
+      throw timeout_error("cohort::bootstrap_from_environment (rank " + std::to_string(env->rank) +
+                          ", GPU " + std::to_string(device.get()) + "): " + e.what());
+    }
   }
   return communicator::create(id, env->world_size, env->rank, device, timeout, calls);
 }

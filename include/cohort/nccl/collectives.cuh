@@ -13,8 +13,9 @@
 //     cohort::recv(comm, b, /*peer*/ 1, stream);
 //   }
 //
-// Data movement (broadcast, all_gather, send, recv) takes any trivially copyable type (its bytes
-// travel as uint8); reductions take NCCL's own types only. Spans are libcu++'s cuda::std::span
+// Data movement (broadcast, all_gather, send, recv) takes any bitwise copyable type
+// (memory/bitwise_copyable.cuh: trivially copyable ones, __half2, __nv_bfloat162; its bytes travel
+// as uint8); reductions take NCCL's own types only. Spans are libcu++'s cuda::std::span
 // (a device_buffer's span() or a shard's data), memory of the communicator's device, as is the
 // stream. A blocking communicator's calls (nccl_calls::blocking, the default) can be captured into
 // a CUDA graph; a bounded one's refuse a stream being captured (std::logic_error), and an aborted
@@ -23,6 +24,7 @@
 
 #include "../communication/detail/arguments.cuh"
 #include "../devices/detail/nvtx.cuh"
+#include "../memory/bitwise_copyable.cuh"
 #include "communicator.cuh"
 #include "traits.cuh"
 
@@ -163,8 +165,9 @@ struct wire<T> {
 
 template <class T>
 constexpr void require_movable() {
-  static_assert(std::is_trivially_copyable_v<T>,
-                "NCCL moves bytes: the element type must be trivially copyable.");
+  static_assert(bitwise_copyable_v<T>,
+                "NCCL moves bytes: the element type must be bitwise copyable (trivially copyable, "
+                "or cohort::bitwise_copyable specialized for it).");
 }
 
 // After a call on a non-blocking communicator: inside an nccl_group the group's end waits for it;

@@ -98,7 +98,7 @@ constexpr void require_nccl_element() {
   static_assert(nccl_element<T>,
                 "NCCL cannot carry this element type: it moves only its built-in types (int8, "
                 "uint8, int32, uint32, int64, uint64, half, bfloat16, float, double, fp8). "
-                "broadcast, all_gather, send and recv move any trivially copyable type as bytes; "
+                "broadcast, all_gather, send and recv move any bitwise copyable type as bytes; "
                 "reductions of user-defined types go through cohort's peer-to-peer engine "
                 "(cohort::p2p_clique, p2p/collectives.cuh), or multi_device_reduce for a single "
                 "value.");

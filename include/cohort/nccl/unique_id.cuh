@@ -11,6 +11,7 @@
 
 #include "../errors/argument_error.cuh"
 #include "../errors/nccl_error.cuh"
+#include "timeouts.cuh"
 
 #include <nccl.h>
 
@@ -87,7 +88,8 @@ class unique_id {
                                      "cannot rename '" + temporary + "' to '" + path + "'.");
   }
 
-  // Waits up to `timeout` for `path` to hold an id written for `run`, then reads it. An empty
+  // Waits up to `timeout` for `path` to hold an id written for `run`, then reads it (else throws
+  // cohort::timeout_error). An empty
   // `run` takes whatever id the file holds; otherwise a file tagged for another run (an earlier
   // run's, left behind) is waited past, as if it were not there yet.
   static unique_id read_file(const std::string& path, std::chrono::milliseconds timeout,
@@ -103,14 +105,14 @@ class unique_id {
         stale = tag.empty() ? "no run" : tag;
       }
       if (std::chrono::steady_clock::now() > give_up)
-        throw std::runtime_error(
-            "cohort::unique_id::read_file: '" + path + "' " +
-            (stale.empty() ? "did not appear within " + std::to_string(timeout.count()) +
-                                 " ms; is rank 0 running and writing it to the same path?"
-                           : "holds the id of another run (" + stale + "), not this run's (" + run +
-                                 "), and rank 0 did not replace it within " +
-                                 std::to_string(timeout.count()) +
-                                 " ms; is rank 0 of this run writing the same path?"));
+        throw timeout_error("cohort::unique_id::read_file: '" + path + "' " +
+                            (stale.empty()
+                                 ? "did not appear within " + std::to_string(timeout.count()) +
+                                       " ms; is rank 0 running and writing it to the same path?"
+                                 : "holds the id of another run (" + stale + "), not this run's (" +
+                                       run + "), and rank 0 did not replace it within " +
+                                       std::to_string(timeout.count()) +
+                                       " ms; is rank 0 of this run writing the same path?"));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
