@@ -21,3 +21,25 @@ template void reduce_every_way<__half>(cohort::p2p_clique&, cohort::distributed_
 template void reduce_every_way<__nv_bfloat16>(cohort::p2p_clique&,
                                               cohort::distributed_buffer<__nv_bfloat16>&,
                                               cohort::distributed_buffer<__nv_bfloat16>&);
+
+// A user operator on these types, and on their pairs, takes the type itself and float (both forms
+// are compiled; accumulate_in_float picks at run time): a functor with both overloads, or a
+// generic lambda. Before, the pair types also compiled a lane-by-lane form that called a user
+// operator with a lone __half, so neither built.
+struct half_max {
+  __device__ __half operator()(__half a, __half b) const { return __hmax(a, b); }
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct half2_max {
+  __device__ __half2 operator()(__half2 a, __half2 b) const { return __hmax2(a, b); }
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+void reduce_with_user_operators(cohort::p2p_clique& peers, cohort::distributed_buffer<__half>& h,
+                                cohort::distributed_buffer<__half2>& h2,
+                                cohort::distributed_buffer<__nv_bfloat162>& b2) {
+  cohort::all_reduce(peers, h, half_max{});
+  cohort::all_reduce(peers, h2, half2_max{});
+  cohort::all_reduce(peers, h2, half2_max{}, {.accumulate_in_float = true});
+  cohort::all_reduce(peers, b2, [] __device__(auto a, auto b) { return a + b; });
+}

@@ -206,36 +206,54 @@ TEST_CASE("accumulating half in float rounds once, where half accumulation round
   }
 }
 
-TEST_CASE("accumulate_in_float applies to __half2 and __nv_bfloat162, lane by lane") {
+// A user operator on a pair type takes whole pairs, or float lanes when accumulating in float;
+// it is compiled for both (p2p/collectives.cuh). Before, a functor that took pairs and floats did
+// not compile (a lane-by-lane form called it with a lone __half).
+struct half2_sum {
+  __device__ __half2 operator()(__half2 a, __half2 b) const { return __hadd2(a, b); }
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+TEST_CASE("accumulate_in_float applies to __half2 and __nv_bfloat162 with cohort's and user "
+          "operators") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(4);
   cohort::p2p_clique peers(group);
-  // As above, in both lanes of each pair: 2048 + 1 + 1 + 1 is 2048 in half steps, 2052 in float.
+  // 2048 + 1 + 1 + 1 is 2048 in half steps, 2052 in float (half's spacing at 2048 is 2); in the
+  // high lane 4096 + 2 + 2 + 2 is 4096, and 4104 (spacing 4); bfloat16's spacing at 256 is 2:
+  // 256 + 1 + 1 + 1 is 256 in bfloat16 steps, 260 in float. The sums show which form ran.
   cohort::distributed_buffer<__half2> h(group, cohort::partition::replicated(5, 4));
   cohort::distributed_buffer<__nv_bfloat162> b(group, cohort::partition::replicated(5, 4));
-  for (const bool wide : {false, true}) {
-    CAPTURE(wide);
-    for (std::size_t r = 0; r < 4; ++r) {
-      const float v = r == 0 ? 2048.0f : 1.0f;
-      h.local(r).copy_from_host(std::vector<__half2>(5, __floats2half2_rn(v, v)));
-      // bfloat16's spacing at 256 is 2: 256 + 1 + 1 + 1 is 256 in bfloat16 steps, 260 in float.
-      const float w = r == 0 ? 256.0f : 1.0f;
-      b.local(r).copy_from_host(std::vector<__nv_bfloat162>(5, __floats2bfloat162_rn(w, w)));
+  for (const bool user : {false, true})
+    for (const bool wide : {false, true}) {
+      CAPTURE(user);
+      CAPTURE(wide);
+      for (std::size_t r = 0; r < 4; ++r) {
+        const float v = r == 0 ? 2048.0f : 1.0f, w = r == 0 ? 256.0f : 1.0f;
+        h.local(r).copy_from_host(std::vector<__half2>(5, __floats2half2_rn(v, 2 * v)));
+        b.local(r).copy_from_host(std::vector<__nv_bfloat162>(5, __floats2bfloat162_rn(w, w)));
+      }
+      const cohort::p2p_options options{.accumulate_in_float = wide};
+      if (user) {
+        cohort::all_reduce(peers, h, half2_sum{}, options);
+        cohort::all_reduce(
+            peers, b, [] __device__(auto x, auto y) { return x + y; }, options);
+      } else {
+        cohort::all_reduce(peers, h, cohort::sum, options);
+        cohort::all_reduce(peers, b, cohort::sum, options);
+      }
+      std::vector<__half2> hout(5);
+      std::vector<__nv_bfloat162> bout(5);
+      h.local(3).copy_to_host(hout);
+      b.local(2).copy_to_host(bout);
+      group.synchronize();
+      for (int k = 0; k < 5; ++k) {
+        CHECK(__low2float(hout[k]) == (wide ? 2052.0f : 2048.0f));
+        CHECK(__high2float(hout[k]) == (wide ? 4104.0f : 4096.0f));
+        CHECK(__low2float(bout[k]) == (wide ? 260.0f : 256.0f));
+        CHECK(__high2float(bout[k]) == (wide ? 260.0f : 256.0f));
+      }
     }
-    cohort::all_reduce(peers, h, cohort::sum, {.accumulate_in_float = wide});
-    cohort::all_reduce(peers, b, cohort::sum, {.accumulate_in_float = wide});
-    std::vector<__half2> hout(5);
-    std::vector<__nv_bfloat162> bout(5);
-    h.local(3).copy_to_host(hout);
-    b.local(2).copy_to_host(bout);
-    group.synchronize();
-    for (int k = 0; k < 5; ++k) {
-      CHECK(__low2float(hout[k]) == (wide ? 2052.0f : 2048.0f));
-      CHECK(__high2float(hout[k]) == (wide ? 2052.0f : 2048.0f));
-      CHECK(__low2float(bout[k]) == (wide ? 260.0f : 256.0f));
-      CHECK(__high2float(bout[k]) == (wide ? 260.0f : 256.0f));
-    }
-  }
 }
 
 TEST_CASE("automatic switches from one-shot to two-shot exactly at the automatic limit") {
@@ -267,7 +285,7 @@ TEST_CASE("a one-shot limit that would wrap is refused, and limits round up to 2
   CHECK(peers.one_shot_limit() == 1024);
 }
 
-TEST_CASE("p2p span forms of reduce, broadcast and reduce_scatter, in place too") {
+TEST_CASE("p2p span forms of reduce, broadcast, reduce_scatter and all_reduce, in place too") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t m : group_sizes) {
     CAPTURE(m);
@@ -324,6 +342,25 @@ TEST_CASE("p2p span forms of reduce, broadcast and reduce_scatter, in place too"
       group.synchronize();
       for (std::size_t i = 0; i < count; ++i)
         wrong += got[i] != column_sum(i);
+    }
+    CHECK(wrong == 0);
+    // Out of place from spans as shards give them (of int, not const int; this form took only
+    // const ones): the first `count` of every big, rank 0's now block 0 of the sum.
+    std::vector<cuda::std::span<int>> send_as_given;
+    for (std::size_t r = 0; r < m; ++r)
+      send_as_given.push_back(big.shard(r).data.first(count));
+    small_out.fill_bytes(cohort::testing::poison_byte);
+    cohort::all_reduce(peers, send_as_given, recv, cohort::sum);
+    wrong = 0;
+    for (std::size_t r = 0; r < m; ++r) {
+      small_out.local(r).copy_to_host(got);
+      group.synchronize();
+      for (std::size_t i = 0; i < count; ++i) {
+        int expected = column_sum(i);
+        for (std::size_t q = 1; q < m; ++q)
+          expected += in[q][i];
+        wrong += got[i] != expected;
+      }
     }
     CHECK(wrong == 0);
   }

@@ -22,9 +22,11 @@
 // broadcast are read by the other GPUs: use cohort's buffers (or cudaMalloc memory).
 //
 // half and bfloat16 (and __half2, __nv_bfloat162) reduce in their own type, or in float with
-// `accumulate_in_float` (rounding once at the end). A pair type is reduced lane by lane: with
-// cohort's operators always, with a user operator when accumulating in float (the operator then
-// takes floats).
+// `accumulate_in_float` (rounding once at the end). A pair type is reduced lane by lane with
+// cohort's operators; a user operator takes whole pairs, or floats (lanes) when accumulating in
+// float. Both forms are compiled whatever the options say, so a user operator on these four types
+// takes the type itself and float (a generic lambda, `[] __device__(auto a, auto b)`, or a functor
+// with both overloads); one that does not fails to compile with a message that says so.
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
@@ -137,13 +139,14 @@ void dispatch_reduction(const per_rank<const T>& in, const per_rank<T>& out, std
                 "cohort::avg divides by the number of ranks: T must be constructible from int.");
   if (count == 0) return;
   if constexpr (!std::is_void_v<lane>) {
-    if (options.accumulate_in_float || is_cohort_operator<Op>) {
-      if (options.accumulate_in_float)
-        return launch.template operator()<lane, float>(as_lanes<const lane>(in),
-                                                       as_lanes<lane>(out), 2 * count);
+    if (options.accumulate_in_float)
+      return launch.template operator()<lane, float>(as_lanes<const lane>(in), as_lanes<lane>(out),
+                                                     2 * count);
+    // Lane by lane in the lane's own type only with cohort's operators: a user operator is never
+    // asked to take a lone __half or __nv_bfloat16.
+    if constexpr (is_cohort_operator<Op>)
       return launch.template operator()<lane, lane>(as_lanes<const lane>(in), as_lanes<lane>(out),
                                                     2 * count);
-    }
   }
   if constexpr (is_half_like<T>) {
     if (options.accumulate_in_float) return launch.template operator()<T, float>(in, out, count);
@@ -337,9 +340,10 @@ void all_reduce(p2p_clique& peers, const std::vector<cuda::std::span<T>>& data, 
 
 // Out of place: recv[i] becomes the reduction of every send[i]. send[i] and recv[i] may be the
 // same span (in place) but may not partly overlap.
-template <class T, class Op>
-void all_reduce(p2p_clique& peers, const std::vector<cuda::std::span<const T>>& send,
+template <class S, class T, class Op>
+void all_reduce(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
                 const std::vector<cuda::std::span<T>>& recv, Op op, p2p_options options = {}) {
+  static_assert(std::is_same_v<std::remove_const_t<S>, T>, "send and recv hold the same type.");
   detail::p2p::require_on_members(peers, send, "all_reduce (p2p)", "send");
   detail::p2p::require_on_members(peers, recv, "all_reduce (p2p)", "recv");
   const std::size_t count = detail::p2p::common_size(send, "all_reduce (p2p)", "send");

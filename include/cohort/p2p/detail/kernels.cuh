@@ -328,6 +328,16 @@ template <class T, class Acc, class Op, bool Average>
 struct reducer {
   Op op;
   int ranks;
+  // Checked in device code, where nvcc knows an extended __device__ lambda's parameters (host code
+  // takes such a lambda as callable with anything).
+  __device__ Acc apply(Acc a, Acc b) const {
+    static_assert(std::is_invocable_v<const Op&, Acc, Acc>,
+                  "cohort's peer-to-peer reduction calls this operator with two values of its "
+                  "accumulator type, and cannot: for __half, __nv_bfloat16 and their pairs both "
+                  "the type and float are compiled (accumulate_in_float picks at run time), so "
+                  "give an operator that takes both, e.g. [] __device__(auto a, auto b).");
+    return op(a, b);
+  }
   __device__ Acc finish(Acc a) const {
     if constexpr (Average)
       return a / convert<Acc>(ranks);
@@ -357,7 +367,7 @@ __device__ inline void reduce_range(const per_rank<const T>& from, std::size_t f
             const P p =
                 load_shared(reinterpret_cast<const P*>(from.of[q] + first) + j + u * stride);
             for (int k = 0; k < V; ++k)
-              acc[u][k] = r.op(acc[u][k], convert<Acc>(p.v[k]));
+              acc[u][k] = r.apply(acc[u][k], convert<Acc>(p.v[k]));
           }
         for (int u = 0; u < U; ++u) {
           P result;
@@ -369,7 +379,7 @@ __device__ inline void reduce_range(const per_rank<const T>& from, std::size_t f
       [&](std::size_t e) {
         Acc acc = convert<Acc>(load_shared(from.of[0] + first + e));
         for (int q = 1; q < r.ranks; ++q)
-          acc = r.op(acc, convert<Acc>(load_shared(from.of[q] + first + e)));
+          acc = r.apply(acc, convert<Acc>(load_shared(from.of[q] + first + e)));
         to[e] = r.out(acc);
       });
 }
