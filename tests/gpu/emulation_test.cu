@@ -170,6 +170,14 @@ TEST_CASE("uneven SM weights give shares in proportion") {
   CHECK(ratio > 2.5);
   CHECK(ratio < 3.6);
   CHECK(sms_used(group.stream(1)).size() > sms_used(group.stream(0)).size());
+  // Braced weights, a single one too: `{2.0}` went to the count form and did not compile
+  // (narrowing); a one-integer list stays a count.
+  auto one = cohort::device_group::emulated(d, {2.0});
+  CHECK(one.size() == 1);
+  CHECK(one.splits_sms());
+  auto braced = cohort::device_group::emulated(d, {1.0, 3.0});
+  CHECK(braced.sm_count(1) == group.sm_count(1));
+  CHECK(cohort::device_group::emulated(d, {3}).size() == 3);
 }
 
 TEST_CASE("a kernel waiting on another logical device's kernel does not deadlock") {
@@ -222,17 +230,21 @@ TEST_CASE("COHORT_NO_SM_PARTITIONING=1 turns SM shares off and emulated groups s
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
   if (!has_green_contexts(d)) return;
-  std::optional<cohort::device_group> made;
+  std::optional<cohort::device_group> made, weighted;
   bool available = true;
   {
     const cohort::testing::environment_guard off("COHORT_NO_SM_PARTITIONING", "1");
     available = cohort::sm_partitioning_available(d);
     made.emplace(cohort::device_group::emulated(d, 2));
+    // Weighted groups too (they made green contexts regardless, defeating the variable).
+    weighted.emplace(cohort::device_group::emulated(d, std::vector<double>{1.0, 3.0}));
   } // the variable is back as it was, even if a REQUIRE or a throw ended the scope
   cohort::device_group& group = *made;
   CHECK_FALSE(available);
   CHECK_FALSE(group.splits_sms());
   CHECK(group.size() == 2);
+  CHECK_FALSE(weighted->splits_sms());
+  CHECK(weighted->size() == 2);
   cohort::device_buffer<int> x(4, group.stream(1));
   x.fill_bytes(0);
   group.synchronize();

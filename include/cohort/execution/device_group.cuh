@@ -33,6 +33,7 @@
 #include "sm_partition.cuh"
 
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <initializer_list>
 #include <stdexcept>
@@ -80,6 +81,8 @@ class device_group {
 
   // One logical device per weight on `device`, each with SMs in proportion to its weight, so that
   // unequal GPUs can be emulated on one. Needs green contexts; throws where they are missing.
+  // Under COHORT_NO_SM_PARTITIONING=1 the weights are checked, and the members share the whole
+  // GPU on plain streams (`splits_sms()` is false), as the count form's do.
   static device_group emulated(device_ref device, const std::vector<double>& sm_weights) {
     detail::require_argument(!sm_weights.empty(), "device_group::emulated", "sm_weights",
                              "a group needs at least one logical device.");
@@ -90,7 +93,15 @@ class device_group {
                                            std::to_string(sm_weights[k]) +
                                            "; every weight must be finite and greater than zero.");
     detail::require_valid_device(device, "device_group::emulated", "device");
+    if (detail::sm_partitioning_switched_off())
+      return device_group(std::vector<device_ref>(sm_weights.size(), device), {});
     return from_shares(device, detail::split_sms(device, sm_weights, "sm_weights"));
+  }
+  // The same from a braced list of floating-point weights, a single one too (`{2.0}`, which the
+  // count form would otherwise take, and refuse as narrowing). A one-integer list stays a count.
+  template <std::floating_point W>
+  static device_group emulated(device_ref device, std::initializer_list<W> sm_weights) {
+    return emulated(device, std::vector<double>(sm_weights.begin(), sm_weights.end()));
   }
 
   // Every visible GPU where two or more are visible, else `n` logical devices emulated on GPU 0

@@ -207,18 +207,22 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
 #endif
 }
 
+// Whether COHORT_NO_SM_PARTITIONING=1 is in the environment (see sm_partitioning_available).
+inline bool sm_partitioning_switched_off() {
+  const char* off = std::getenv("COHORT_NO_SM_PARTITIONING");
+  return off != nullptr && std::string_view(off) == "1";
+}
+
 } // namespace detail
 
 // Whether `device`'s SMs can be split between logical devices (CUDA 12.5+ with a driver that has
 // green contexts). COHORT_NO_SM_PARTITIONING=1 in the environment says false: emulated groups then
-// share the whole GPU on plain streams, for tools that cannot follow green contexts
-// (compute-sanitizer's initcheck in CUDA 13.0 crashes the program on their first launch).
+// share the whole GPU on plain streams (weighted ones too), for tools that cannot follow green
+// contexts (compute-sanitizer's initcheck in CUDA 13.0 crashes the program on their first launch).
 inline bool sm_partitioning_available(device_ref device) {
 #if COHORT_HAS_GREEN_CONTEXTS
   if (device.get() < 0 || device.get() >= device_count()) return false;
-  if (const char* off = std::getenv("COHORT_NO_SM_PARTITIONING");
-      off && std::string_view(off) == "1")
-    return false;
+  if (detail::sm_partitioning_switched_off()) return false;
   return detail::green_context_api::get().complete;
 #else
   (void)device;
