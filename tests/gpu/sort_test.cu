@@ -369,19 +369,35 @@ TEST_CASE("a radix sort needs about its keys again in scratch, not twice them") 
 // The form for members without a peer path, or with too little memory for their sorted shards:
 // each member sorts its shard in chunks, stages the sorted runs in host memory, and fills its
 // output piece by piece. Forced here, in blocks of at most 1000 elements, so that members have
-// several runs and pieces each (and the largest inputs the most runs the sort takes, 64).
-TEST_CASE("sorts staged through host memory match the host, in several runs and pieces each") {
+// several runs and pieces each (and the largest inputs the most runs the sort takes, 64). Random
+// keys, and few distinct ones (ties across runs): every size but 2 (like 1 and 4 here). One case
+// per key type, so that a sanitizer can take them apart (racecheck has not finished them in one).
+const cohort::detail::sort_tuning staged_in_blocks{cohort::detail::sort_staging::through_host,
+                                                   1000};
+const std::size_t staged_sizes[] = {0, 1, 4, 7919, (std::size_t(1) << 20) + 3};
+const pattern staged_patterns[] = {pattern::random, pattern::few};
+
+TEST_CASE("sorts staged through host memory match the host: uint32 keys, in runs and pieces") {
   COHORT_SKIP_UNLESS_GPUS(1);
-  const sort_tuning_scope staged({cohort::detail::sort_staging::through_host, 1000});
-  // Random keys, and few distinct ones (ties across runs): every size but 2 (like 1 and 4 here).
-  // Under the sanitizers (COHORT_TEST_ROUNDS_DIVISOR) the largest is a tenth: racecheck took 540 s
-  // for a third of this case at full size (session 11), running the same kernels.
-  const std::size_t largest = std::size_t(cohort::testing::rounds(1 << 20)) + 3;
-  const std::size_t staged_sizes[] = {0, 1, 4, 7919, largest};
-  const pattern staged_patterns[] = {pattern::random, pattern::few};
+  const sort_tuning_scope staged(staged_in_blocks);
   check_sort<std::uint32_t, false, false>(21, staged_sizes, staged_patterns);
+}
+
+TEST_CASE("sorts staged through host memory match the host: uint64 keys with values") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const sort_tuning_scope staged(staged_in_blocks);
   check_sort<std::uint64_t, false, true>(22, staged_sizes, staged_patterns);
+}
+
+TEST_CASE("sorts staged through host memory match the host: float keys descending with values") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const sort_tuning_scope staged(staged_in_blocks);
   check_sort<float, true, true>(23, staged_sizes, staged_patterns);
+}
+
+TEST_CASE("sorts staged through host memory match the host: a comparator; an uneven partition") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const sort_tuning_scope staged(staged_in_blocks);
   check_comparator_sort();
 
   // Radix keys with values on an uneven partition whose member 0 (the split kernel's) is empty.
