@@ -207,8 +207,9 @@ TEST_CASE("accumulating half in float rounds once, where half accumulation round
 }
 
 // A user operator on a pair type takes whole pairs, or float lanes when accumulating in float;
-// it is compiled for both (p2p/collectives.cuh). Before, a functor that took pairs and floats did
-// not compile (a lane-by-lane form called it with a lone __half).
+// it is compiled for both (p2p/collectives.cuh). (Where half's conversions are compiled out, such
+// a functor did not compile before: a lane-by-lane form called it with a lone __half. That is
+// the compile test half_without_conversions.cu's to show; here the forms' results.)
 struct half2_sum {
   __device__ __half2 operator()(__half2 a, __half2 b) const { return __hadd2(a, b); }
   __device__ float operator()(float a, float b) const { return a + b; }

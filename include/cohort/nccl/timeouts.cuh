@@ -1,5 +1,6 @@
 // cohort/nccl/timeouts.cuh — what cohort's bounded NCCL waits promise: the error a wait that ran
-// out of time throws, the default time-out, and how a communicator's calls behave (`nccl_calls`).
+// out of time throws (creation's and a bootstrap's wait for the id file too), the default
+// time-out, and how a communicator's calls behave (`nccl_calls`).
 //
 //   try { comm.wait(stream, std::chrono::seconds(30)); }
 //   catch (const cohort::timeout_error& e) { /* the communicator was aborted: make a new one */ }
@@ -15,7 +16,8 @@
 
 namespace cohort {
 
-// A communicator operation did not finish in time; the communicator was aborted.
+// A communicator operation did not finish in time, and the communicator was aborted; or a
+// communicator was never made in time (a rank that did not join, an id file that did not appear).
 class timeout_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

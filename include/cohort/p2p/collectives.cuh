@@ -116,6 +116,13 @@ per_rank<T> pointers(const distributed_buffer<U>& buffer) {
   return p;
 }
 
+// The span forms' element types: send's T or const T, recv's T (written, so not const).
+template <class S, class T>
+constexpr void require_send_recv() {
+  static_assert(std::is_same_v<std::remove_const_t<S>, T> && !std::is_const_v<T>,
+                "send and recv hold the same type, and recv's spans are not of const elements.");
+}
+
 template <class U, class T>
 per_rank<U> as_lanes(const per_rank<T>& p) {
   per_rank<U> out{};
@@ -343,7 +350,7 @@ void all_reduce(p2p_clique& peers, const std::vector<cuda::std::span<T>>& data, 
 template <class S, class T, class Op>
 void all_reduce(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
                 const std::vector<cuda::std::span<T>>& recv, Op op, p2p_options options = {}) {
-  static_assert(std::is_same_v<std::remove_const_t<S>, T>, "send and recv hold the same type.");
+  detail::p2p::require_send_recv<S, T>();
   detail::p2p::require_on_members(peers, send, "all_reduce (p2p)", "send");
   detail::p2p::require_on_members(peers, recv, "all_reduce (p2p)", "recv");
   const std::size_t count = detail::p2p::common_size(send, "all_reduce (p2p)", "send");
@@ -393,7 +400,7 @@ void all_gather(p2p_clique& peers, const distributed_buffer<T>& send, distribute
 template <class S, class T>
 void all_gather(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
                 const std::vector<cuda::std::span<T>>& recv) {
-  static_assert(std::is_same_v<std::remove_const_t<S>, T>, "send and recv hold the same type.");
+  detail::p2p::require_send_recv<S, T>();
   const std::size_t count =
       detail::p2p::small_and_large(peers, send, "send", recv, "recv", "all_gather (p2p)");
   detail::p2p::all_gather<T>(peers, detail::p2p::pointers<const T>(send),
@@ -420,7 +427,7 @@ void reduce_scatter(p2p_clique& peers, const distributed_buffer<T>& send,
 template <class S, class T, class Op>
 void reduce_scatter(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
                     const std::vector<cuda::std::span<T>>& recv, Op op, p2p_options options = {}) {
-  static_assert(std::is_same_v<std::remove_const_t<S>, T>, "send and recv hold the same type.");
+  detail::p2p::require_send_recv<S, T>();
   const std::size_t count =
       detail::p2p::small_and_large(peers, recv, "recv", send, "send", "reduce_scatter (p2p)");
   const auto in = detail::p2p::pointers<const T>(send);
@@ -451,7 +458,7 @@ template <class S, class T, class Op>
 void reduce(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
             const std::vector<cuda::std::span<T>>& recv, Op op, int root,
             p2p_options options = {}) {
-  static_assert(std::is_same_v<std::remove_const_t<S>, T>, "send and recv hold the same type.");
+  detail::p2p::require_send_recv<S, T>();
   detail::p2p::require_on_members(peers, send, "reduce (p2p)", "send");
   detail::p2p::require_root(peers, root, "reduce (p2p)");
   const std::size_t count = detail::p2p::common_size(send, "reduce (p2p)", "send");

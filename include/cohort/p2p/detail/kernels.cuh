@@ -331,7 +331,7 @@ struct reducer {
   // Checked in device code, where nvcc knows an extended __device__ lambda's parameters (host code
   // takes such a lambda as callable with anything).
   __device__ Acc apply(Acc a, Acc b) const {
-    static_assert(std::is_invocable_v<const Op&, Acc, Acc>,
+    static_assert(std::is_invocable_v<const Op&, Acc&, Acc&>,
                   "cohort's peer-to-peer reduction calls this operator with two values of its "
                   "accumulator type, and cannot: for __half, __nv_bfloat16 and their pairs both "
                   "the type and float are compiled (accumulate_in_float picks at run time), so "
