@@ -395,7 +395,8 @@ TEST_CASE("sorts staged through host memory match the host: float keys descendin
   check_sort<float, true, true>(23, staged_sizes, staged_patterns);
 }
 
-TEST_CASE("sorts staged through host memory match the host: a comparator; an uneven partition") {
+TEST_CASE("sorts staged through host memory match the host: a comparator, values on an uneven "
+          "partition") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const sort_tuning_scope staged(staged_in_blocks);
   check_comparator_sort();
