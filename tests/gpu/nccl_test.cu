@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -43,8 +44,64 @@ const std::size_t counts[] = {0, 1, 2, 7919, (1u << 20) + 7};
 TYPE_TO_STRING(__half);
 TYPE_TO_STRING(__nv_bfloat16);
 
-// One rank: every collective is the identity, so each one writes its own poisoned output
-// (out-of-place forms only) and is checked: a collective that does nothing leaves poison.
+// The byte movers take every bitwise copyable type (memory/bitwise_copyable.cuh): __half2, which
+// declares a copy constructor, and a type of the user's that specializes the trait. Before, they
+// took only trivially copyable types and neither compiled.
+namespace {
+struct tagged_pair {
+  __half2 value;
+  int tag;
+};
+} // namespace
+template <>
+struct cohort::bitwise_copyable<tagged_pair> : std::true_type {};
+namespace {
+
+// On one rank every collective is the identity: each one T allows (the reductions only for
+// arithmetic T) writes its own poisoned output, out of place, and is checked byte for byte, so a
+// collective that does nothing leaves poison.
+template <class T>
+void check_one_rank_identities(cohort::communicator& comm, const std::vector<T>& in) {
+  cohort::stream s(comm.device());
+  const std::size_t n = in.size();
+  cohort::device_buffer<T> a(n, s);
+  a.copy_from_host(in);
+  std::vector<const char*> names;
+  std::vector<cohort::device_buffer<T>> out;
+  out.reserve(6);
+  const auto poisoned = [&](const char* name) {
+    names.push_back(name);
+    out.emplace_back(n, s);
+    out.back().fill_bytes(cohort::testing::poison_byte);
+    return out.back().span();
+  };
+  const cuda::std::span<const T> from(a.span());
+  cohort::broadcast(comm, from, poisoned("broadcast"), 0, s);
+  cohort::all_gather(comm, from, poisoned("all_gather"), s);
+  const auto received = poisoned("send/recv");
+  {
+    cohort::nccl_group both; // a send to oneself needs its recv in the same group
+    cohort::send(comm, from, 0, s);
+    cohort::recv(comm, received, 0, s);
+    both.end();
+  }
+  if constexpr (std::is_arithmetic_v<T>) {
+    cohort::all_reduce(comm, from, poisoned("all_reduce"), cohort::max, s);
+    cohort::reduce(comm, from, poisoned("reduce"), cohort::avg, 0, s);
+    cohort::reduce_scatter(comm, from, poisoned("reduce_scatter"), cohort::min, s);
+  }
+  comm.wait(s, 60s);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    CAPTURE(names[k]);
+    std::vector<T> got(n);
+    out[k].copy_to_host(got);
+    s.synchronize();
+    CHECK(std::memcmp(got.data(), in.data(), n * sizeof(T)) == 0);
+  }
+}
+
+} // namespace
+
 TEST_CASE("a one-rank communicator runs every collective, its calls blocking or bounded") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};
@@ -56,85 +113,9 @@ TEST_CASE("a one-rank communicator runs every collective, its calls blocking or 
     CHECK(comm.rank() == 0);
     CHECK(comm.size() == 1);
     CHECK(comm.device() == d);
-    cohort::stream s(d);
-    const std::size_t n = 4099;
-    const auto in = cohort::testing::random_values<float>(n, 1);
-    cohort::device_buffer<float> a(n, s);
-    a.copy_from_host(in);
-    const char* names[] = {"all_reduce", "broadcast",      "reduce",
-                           "all_gather", "reduce_scatter", "send/recv"};
-    std::vector<cohort::device_buffer<float>> out;
-    for (int k = 0; k < 6; ++k) {
-      out.emplace_back(n, s);
-      out.back().fill_bytes(cohort::testing::poison_byte);
-    }
-    cohort::all_reduce(comm, a.span(), out[0].span(), cohort::max, s);
-    cohort::broadcast(comm, cuda::std::span<const float>(a.span()), out[1].span(), 0, s);
-    cohort::reduce(comm, a.span(), out[2].span(), cohort::avg, 0, s);
-    cohort::all_gather(comm, a.span(), out[3].span(), s);
-    cohort::reduce_scatter(comm, a.span(), out[4].span(), cohort::min, s);
-    {
-      cohort::nccl_group both; // a send to oneself needs its recv in the same group
-      cohort::send(comm, a.span(), 0, s);
-      cohort::recv(comm, out[5].span(), 0, s);
-      both.end();
-    }
-    comm.wait(s, 60s);
-    for (int k = 0; k < 6; ++k) {
-      CAPTURE(names[k]);
-      std::vector<float> got(n);
-      out[k].copy_to_host(got);
-      s.synchronize();
-      CHECK(got == in);
-    }
+    check_one_rank_identities(comm, cohort::testing::random_values<float>(4099, 1));
   }
 }
-
-// The byte movers take every bitwise copyable type (memory/bitwise_copyable.cuh): __half2, which
-// declares a copy constructor, and a type of the user's that specializes the trait. Before, they
-// took only trivially copyable types and neither compiled. One rank: each call is the identity.
-namespace {
-struct tagged_pair {
-  __half2 value;
-  int tag;
-};
-} // namespace
-template <>
-struct cohort::bitwise_copyable<tagged_pair> : std::true_type {};
-namespace {
-
-template <class T>
-void check_byte_movers(const std::vector<T>& in) {
-  const cohort::device_ref d{0};
-  auto comm = cohort::communicator::create(cohort::unique_id::create(), 1, 0, d, 60s);
-  cohort::stream s(d);
-  const std::size_t n = in.size();
-  cohort::device_buffer<T> a(n, s);
-  a.copy_from_host(in);
-  std::vector<cohort::device_buffer<T>> out;
-  for (int k = 0; k < 3; ++k) {
-    out.emplace_back(n, s);
-    out.back().fill_bytes(cohort::testing::poison_byte);
-  }
-  cohort::broadcast(comm, cuda::std::span<const T>(a.span()), out[0].span(), 0, s);
-  cohort::all_gather(comm, a.span(), out[1].span(), s);
-  {
-    cohort::nccl_group both;
-    cohort::send(comm, a.span(), 0, s);
-    cohort::recv(comm, out[2].span(), 0, s);
-    both.end();
-  }
-  comm.wait(s, 60s);
-  for (int k = 0; k < 3; ++k) {
-    CAPTURE(k);
-    std::vector<T> got(n);
-    out[k].copy_to_host(got);
-    s.synchronize();
-    CHECK(std::memcmp(got.data(), in.data(), n * sizeof(T)) == 0);
-  }
-}
-
-} // namespace
 
 TEST_CASE("broadcast, all_gather, send and recv move bitwise copyable types NCCL has no type for") {
   COHORT_SKIP_UNLESS_GPUS(1);
@@ -146,8 +127,10 @@ TEST_CASE("broadcast, all_gather, send and recv move bitwise copyable types NCCL
     pairs[i] = __floats2half2_rn(r[2 * i], r[2 * i + 1]);
     tagged[i] = {pairs[i], int(i)};
   }
-  check_byte_movers(pairs);
-  check_byte_movers(tagged);
+  auto comm =
+      cohort::communicator::create(cohort::unique_id::create(), 1, 0, cohort::device_ref{0}, 60s);
+  check_one_rank_identities(comm, pairs);
+  check_one_rank_identities(comm, tagged);
 }
 
 // A rank whose rank 0 never writes the id file: a timeout_error naming the rank and its GPU (it

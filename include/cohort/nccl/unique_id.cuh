@@ -89,9 +89,9 @@ class unique_id {
   }
 
   // Waits up to `timeout` for `path` to hold an id written for `run`, then reads it (else throws
-  // cohort::timeout_error). An empty
-  // `run` takes whatever id the file holds; otherwise a file tagged for another run (an earlier
-  // run's, left behind) is waited past, as if it were not there yet.
+  // cohort::timeout_error). An empty `run` takes whatever id the file holds; otherwise a file
+  // tagged for another run (an earlier run's, left behind) is waited past, as if it were not
+  // there yet.
   static unique_id read_file(const std::string& path, std::chrono::milliseconds timeout,
                              const std::string& run = {}) {
     const auto give_up = std::chrono::steady_clock::now() + timeout;
