@@ -86,7 +86,8 @@ TEST_CASE("weighted splits survive extreme weights and sizes, and from_counts re
   const auto huge = cohort::partition::weighted(1000, {1e308, 1e308, 1e308, 1e308});
   check_covers(huge, 1000, 4);
   CHECK(huge.counts() == std::vector<std::size_t>{250, 250, 250, 250});
-  const auto tiny = cohort::partition::weighted(9, {std::numeric_limits<double>::denorm_min(), 2e-323});
+  const auto tiny =
+      cohort::partition::weighted(9, {std::numeric_limits<double>::denorm_min(), 2e-323});
   check_covers(tiny, 9, 2);
   CHECK(tiny.count(1) >= 5);
   const std::size_t most = std::numeric_limits<std::size_t>::max();
@@ -95,4 +96,9 @@ TEST_CASE("weighted splits survive extreme weights and sizes, and from_counts re
   CHECK(all.count(2) > all.count(1));
   CHECK_THROWS_WITH_AS(cohort::partition::from_counts({most, 1}),
                        doctest::Contains("add up past the largest size_t"), std::invalid_argument);
+  // replicated's total wrapped to 0, which an index form then took as a split of n = 0.
+  CHECK_THROWS_WITH_AS(cohort::partition::replicated(std::size_t(1) << 63, 2),
+                       doctest::Contains("partition::replicated: argument 'count'"),
+                       std::invalid_argument);
+  CHECK(cohort::partition::replicated(most / 3, 3).size() == most / 3 * 3);
 }

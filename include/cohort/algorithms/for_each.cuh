@@ -24,6 +24,7 @@
 
 #include <cub/device/device_for.cuh>
 
+#include <algorithm>
 #include <cstddef>
 
 namespace cohort {
@@ -38,10 +39,22 @@ struct at_global_index {
   __device__ void operator()(std::size_t local) const { f(offset + local); }
 };
 
+// cub::DeviceFor::Bulk launches a block for every 512 indices and casts the count of blocks to
+// unsigned int (CUB 3.0): from about 2^40 indices its launch fails, and past 2^41 the count wraps
+// and it visits a few blocks' worth, reporting success. Larger counts go in pieces of 2^38.
+inline constexpr std::size_t bulk_piece = std::size_t(1) << 38;
+
 template <class F>
 void bulk(stream_ref stream, std::size_t n, F f, std::string_view what) {
-  if (n == 0) return;
-  check_cuda(cub::DeviceFor::Bulk(n, f, stream.native_handle()), what, stream.device().get());
+  if (n <= bulk_piece) { // one launch of f itself: no offset to add
+    if (n > 0)
+      check_cuda(cub::DeviceFor::Bulk(n, f, stream.native_handle()), what, stream.device().get());
+    return;
+  }
+  for (std::size_t first = 0; first < n; first += bulk_piece)
+    check_cuda(cub::DeviceFor::Bulk(std::min(bulk_piece, n - first), at_global_index<F>{f, first},
+                                    stream.native_handle()),
+               what, stream.device().get());
 }
 
 } // namespace detail

@@ -81,6 +81,10 @@ class partition {
   // own of the same size, as collectives over distributed buffers want.
   static partition replicated(std::size_t count, std::size_t parts) {
     detail::require_argument(parts > 0, "partition::replicated", "parts", "must be at least 1.");
+    detail::require_argument(count <= std::numeric_limits<std::size_t>::max() / parts,
+                             "partition::replicated", "count",
+                             "times parts passes the largest size_t; no buffer can hold that many "
+                             "items.");
     return partition(std::vector<std::size_t>(parts, count));
   }
 
