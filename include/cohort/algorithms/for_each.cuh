@@ -31,10 +31,11 @@ namespace cohort {
 
 namespace detail {
 
-// Turns a member's local index into the global one.
+// Turns a launch's local index into the global one. `f` is mutable: CUB calls a function object
+// whose call operator is not const, and so does cohort.
 template <class F>
 struct at_global_index {
-  F f;
+  mutable F f;
   std::size_t offset;
   __device__ void operator()(std::size_t local) const { f(offset + local); }
 };
@@ -44,15 +45,12 @@ struct at_global_index {
 // and it visits a few blocks' worth, reporting success. Larger counts go in pieces of 2^38.
 inline constexpr std::size_t bulk_piece = std::size_t(1) << 38;
 
+// f(first_index + i) for every i in [0, n), on `stream`: one kernel per F whatever n is.
 template <class F>
-void bulk(stream_ref stream, std::size_t n, F f, std::string_view what) {
-  if (n <= bulk_piece) { // one launch of f itself: no offset to add
-    if (n > 0)
-      check_cuda(cub::DeviceFor::Bulk(n, f, stream.native_handle()), what, stream.device().get());
-    return;
-  }
-  for (std::size_t first = 0; first < n; first += bulk_piece)
-    check_cuda(cub::DeviceFor::Bulk(std::min(bulk_piece, n - first), at_global_index<F>{f, first},
+void bulk(stream_ref stream, std::size_t n, std::size_t first_index, F f, std::string_view what) {
+  for (std::size_t done = 0; done < n; done += bulk_piece)
+    check_cuda(cub::DeviceFor::Bulk(std::min(bulk_piece, n - done),
+                                    at_global_index<F>{f, first_index + done},
                                     stream.native_handle()),
                what, stream.device().get());
 }
@@ -65,7 +63,7 @@ void for_each_n(stream_ref stream, std::size_t n, F f) {
   const detail::nvtx_range range("for_each_n", "%zu items on device %d", n, stream.device().get());
   detail::require_stream(stream, "for_each_n");
   scoped_device on(stream.device());
-  detail::bulk(stream, n, f, "cub::DeviceFor::Bulk (for_each_n)");
+  detail::bulk(stream, n, 0, f, "cub::DeviceFor::Bulk (for_each_n)");
 }
 
 // f(element) for every element of `buffer`, each on the device that owns it.
@@ -100,7 +98,7 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
   on_each_member(group, [&](const member& m) {
     const detail::nvtx_range part("multi_device_for_each_n", "member %zu: %zu items", m.rank,
                                   split.count(m.rank));
-    detail::bulk(m.stream, split.count(m.rank), detail::at_global_index<F>{f, split.offset(m.rank)},
+    detail::bulk(m.stream, split.count(m.rank), split.offset(m.rank), f,
                  "cub::DeviceFor::Bulk (multi_device_for_each_n)");
   });
 }
@@ -130,7 +128,7 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
     const detail::nvtx_range part("multi_device_for_each_n", "member %zu: %zu items", m.rank,
                                   split.count(m.rank));
     balancer.start(m.rank, m.stream);
-    detail::bulk(m.stream, split.count(m.rank), detail::at_global_index<F>{f, split.offset(m.rank)},
+    detail::bulk(m.stream, split.count(m.rank), split.offset(m.rank), f,
                  "cub::DeviceFor::Bulk (multi_device_for_each_n)");
     balancer.stop(m.rank, m.stream);
   });
