@@ -7,7 +7,7 @@
 # Usage: scripts/gpu_check.sh [--no-sanitizer] [--no-bench] [--sanitizer-timeout SECONDS]
 #          [--benchmarks "NAME..."] [--tools "memcheck racecheck synccheck initcheck"] [--cases DOCTEST-FILTER]
 #          [--exclude TEST-CASE-PATTERNS] [--one-gpu-pass] [--sanitizers-only] [--ncu] [--no-build]
-#          [--nccl-sockets] [--diagnose-two-threads]
+#          [--nccl-sockets] [--diagnose-two-threads] [--split-cases FILE [--jobs N]]
 # --one-gpu-pass also runs the GPU test program and p2p_bench (to 64 MiB) with only GPU 0 visible,
 # so that multi-GPU tests run on emulated groups (onegpu.log).
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
@@ -41,6 +41,12 @@
 # --parallel-sanitizers runs every --tools tool at once, each in two processes (sort_test apart),
 # over every case but the [serial] ones (which take much of the GPU's memory); run those in a
 # second call: --sanitizers-only --no-build --cases '--test-case=*[serial]*'.
+# --split-cases FILE runs each --tools tool once per line of FILE, each line the doctest options of
+# one process (as --cases takes them; blank lines and # comments skipped), --jobs N at a time
+# (default 9: 29 racecheck processes at once lost 14 to what looked like the host's memory,
+# session 12). scripts/racecheck_staged_sorts.txt lists the staged sorts racecheck has not yet
+# finished: --sanitizers-only --no-build --tools racecheck --split-cases
+# scripts/racecheck_staged_sorts.txt --sanitizer-timeout 540.
 # --larger-sort GiB runs scan_sort_bench's one sort of GiB GiB of uint64 keys over every GPU
 # (staged through host memory where the devices cannot hold its scratch; issue 20's "larger than
 # one H200", e.g. 150 on two H200s), after the benchmarks; list scan_sort_bench in --benchmarks
@@ -60,7 +66,7 @@ benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck syncc
 # the two-thread clique cases cannot run under the tools (see the sanitizer step below).
 exclude='*000 back-to-back*,*(a load case)*,*two threads*each with its own group*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
 targets="" build_only=0 no_build=0 nccl_sockets=0 diagnose=0 build_targets="" ctest_regex="" examples=""
-larger_sort="" parallel=""
+larger_sort="" parallel="" split_cases="" jobs=9
 
 while (($#)); do
   case $1 in
@@ -86,6 +92,8 @@ while (($#)); do
     --examples) examples=$2; shift ;;
     --larger-sort) larger_sort=$2; shift ;;
     --parallel-sanitizers) parallel=1 ;;
+    --split-cases) split_cases=$2; shift ;;
+    --jobs) jobs=$2; shift ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -254,7 +262,28 @@ if ((sanitize)); then
       build/tests/gpu/gpu_tests --duration=true --test-case-exclude="$tool_exclude" \
       ${files[@]+"${files[@]}"} ${case_args[@]+"${case_args[@]}"}
   }
-  if [[ -n $parallel ]]; then
+  if [[ -n $split_cases ]]; then
+    # One sanitized process per line of the file (doctest options, as --cases takes them), for
+    # each tool, $jobs at a time; each logs on its own, and sanitizer.log gathers them in order.
+    readarray -t lines < <(grep -v '^[[:space:]]*\(#\|$\)' "$split_cases")
+    for tool in $tools; do
+      for i in "${!lines[@]}"; do
+        while (($(jobs -rp | wc -l) >= jobs)); do wait -n; done
+        (readarray -t case_args < <(printf '%s' "${lines[$i]}" | sed 's/ --/\n--/g')
+         sanitize "$tool" "split-$tool-$i") >"$out/split-$tool-$i.out" &
+      done
+    done
+    wait # a failed step prints "!!" into its .out (its status is read from there, below)
+    for tool in $tools; do
+      for i in "${!lines[@]}"; do
+        grep -q "^!!" "$out/split-$tool-$i.out" && status=1
+        { echo "## $tool: ${lines[$i]}"; grep -A40 "^!!" "$out/split-$tool-$i.out"
+          grep -E "test cases:|assertions:|ERROR SUMMARY|RACECHECK SUMMARY|CRASHED|terminate" \
+            "$out/split-$tool-$i.log"; } >>"$out/sanitizer.log"
+        rm -f "$out/split-$tool-$i.out" "$out/split-$tool-$i.log"
+      done
+    done
+  elif [[ -n $parallel ]]; then
     # Every tool at once, each in two processes (the sort cases, the longest, apart), leaving out
     # the [serial] cases, which take much of the GPU's memory: a later call runs those with
     # --cases '--test-case=*[serial]*'. Each process logs on its own; sanitizer.log gathers them.
