@@ -262,6 +262,12 @@ if ((sanitize)); then
       build/tests/gpu/gpu_tests --duration=true --test-case-exclude="$tool_exclude" \
       ${files[@]+"${files[@]}"} ${case_args[@]+"${case_args[@]}"}
   }
+  # gather HEADER NAME: appends a background pass's failure (NAME.out) and log (NAME.log) to
+  # sanitizer.log under HEADER, and removes both.
+  gather() {
+    { echo "## $1"; grep -A40 "^!!" "$out/$2.out"; cat "$out/$2.log"; } >>"$out/sanitizer.log"
+    rm -f "$out/$2.out" "$out/$2.log"
+  }
   if [[ -n $split_cases ]]; then
     # One sanitized process per line of the file (doctest options, as --cases takes them), for
     # each tool, $jobs at a time; each logs on its own, and sanitizer.log gathers them in order.
@@ -277,10 +283,7 @@ if ((sanitize)); then
     for tool in $tools; do
       for i in "${!lines[@]}"; do
         grep -q "^!!" "$out/split-$tool-$i.out" && status=1
-        { echo "## $tool: ${lines[$i]}"; grep -A40 "^!!" "$out/split-$tool-$i.out"
-          grep -E "test cases:|assertions:|ERROR SUMMARY|RACECHECK SUMMARY|CRASHED|terminate" \
-            "$out/split-$tool-$i.log"; } >>"$out/sanitizer.log"
-        rm -f "$out/split-$tool-$i.out" "$out/split-$tool-$i.log"
+        gather "$tool: ${lines[$i]}" "split-$tool-$i"
       done
     done
   elif [[ -n $parallel ]]; then
@@ -297,9 +300,7 @@ if ((sanitize)); then
     for pid in "${pids[@]}"; do wait "$pid" || status=1; done
     for tool in $tools; do
       for part in sort rest; do
-        { echo "## $tool, $part (the [serial] cases left out)"; grep -A40 "^!!" "$out/sanitizer-$tool-$part.out"
-          cat "$out/sanitizer-$tool-$part.log"; } >>"$out/sanitizer.log"
-        rm -f "$out/sanitizer-$tool-$part.out" "$out/sanitizer-$tool-$part.log"
+        gather "$tool, $part (the [serial] cases left out)" "sanitizer-$tool-$part"
       done
     done
   else
