@@ -43,8 +43,8 @@
 # second call: --sanitizers-only --no-build --cases '--test-case=*[serial]*'.
 # --split-cases FILE runs each --tools tool once per line of FILE, each line the doctest options of
 # one process (as --cases takes them; blank lines and # comments skipped), --jobs N at a time
-# (default 9: 29 racecheck processes at once lost 14 to what looked like the host's memory,
-# session 12). scripts/racecheck_staged_sorts.txt lists the staged sorts racecheck has not yet
+# (default 4: a racecheck process sorting 2^20+3 staged keys grew to about 24 GiB of host memory,
+# and 9 at once on the 128 GiB host lost 3 with no output, session 13; memory.log samples it). scripts/racecheck_staged_sorts.txt lists the staged sorts racecheck has not yet
 # finished: --sanitizers-only --no-build --tools racecheck --split-cases
 # scripts/racecheck_staged_sorts.txt --sanitizer-timeout 540.
 # --larger-sort GiB runs scan_sort_bench's one sort of GiB GiB of uint64 keys over every GPU
@@ -66,7 +66,7 @@ benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck syncc
 # the two-thread clique cases cannot run under the tools (see the sanitizer step below).
 exclude='*000 back-to-back*,*(a load case)*,*two threads*each with its own group*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
 targets="" build_only=0 no_build=0 nccl_sockets=0 diagnose=0 build_targets="" ctest_regex="" examples=""
-larger_sort="" parallel="" split_cases="" jobs=9
+larger_sort="" parallel="" split_cases="" jobs=4
 
 while (($#)); do
   case $1 in
@@ -100,10 +100,14 @@ while (($#)); do
 done
 status=0
 step() { # step NAME COMMAND...: runs COMMAND, appends to $out/NAME.log, records failure
-  local name=$1; shift
+  local name=$1 rc=0; shift
   echo "== $name: $*"
-  if ! "$@" >>"$out/$name.log" 2>&1; then
-    echo "!! $name failed; its log ends:"; tail -n 40 "$out/$name.log"; status=1; return 1
+  "$@" >>"$out/$name.log" 2>&1 || rc=$?
+  if ((rc)); then
+    # The exit status tells a signal (128 + its number: 137 is SIGKILL, the kernel's OOM killer)
+    # from a failure the program reported (a killed program's buffered output is lost).
+    echo "!! $name failed (exit status $rc); its log ends:"; tail -n 40 "$out/$name.log"
+    status=1; return 1
   fi
   tail -n 3 "$out/$name.log"
 }
@@ -272,14 +276,23 @@ if ((sanitize)); then
     # One sanitized process per line of the file (doctest options, as --cases takes them), for
     # each tool, $jobs at a time; each logs on its own, and sanitizer.log gathers them in order.
     readarray -t lines < <(grep -v '^[[:space:]]*\(#\|$\)' "$split_cases")
+    # Host and GPU memory every 15 s (memory.log): in session 13 a third of the processes died
+    # with no output, which a full host would explain.
+    (while sleep 15; do
+       echo "$(date -u +%T) host: $(free -m | awk '/^Mem:/ {print $3 " MiB used, " $7 " available"}')" \
+         "GPU: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader)"
+     done) >"$out/memory.log" 2>&1 &
+    sampler=$!
     for tool in $tools; do
       for i in "${!lines[@]}"; do
-        while (($(jobs -rp | wc -l) >= jobs)); do wait -n; done
+        while (($(jobs -rp | wc -l) > jobs)); do wait -n; done # the sampler is one of them
         (readarray -t case_args < <(printf '%s' "${lines[$i]}" | sed 's/ --/\n--/g')
          sanitize "$tool" "split-$tool-$i") >"$out/split-$tool-$i.out" &
       done
     done
-    wait # a failed step prints "!!" into its .out (its status is read from there, below)
+    # Every pass but the sampler; a failed step prints "!!" into its .out (read below).
+    while (($(jobs -rp | wc -l) > 1)); do wait -n; done
+    kill "$sampler"
     for tool in $tools; do
       for i in "${!lines[@]}"; do
         grep -q "^!!" "$out/split-$tool-$i.out" && status=1
