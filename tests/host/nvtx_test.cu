@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <string_view>
 
 TEST_CASE("with no tool attached, cohort's NVTX ranges format nothing and call nothing") {
   if (std::getenv("NVTX_INJECTION64_PATH") != nullptr) {
@@ -20,4 +22,18 @@ TEST_CASE("with no tool attached, cohort's NVTX ranges format nothing and call n
   const cohort::detail::nvtx_range outer("all_reduce", "%s %zu B/rank", never_read, std::size_t{8});
   { const cohort::detail::nvtx_range inner("fork"); }
   CHECK(cohort::detail::nvtx_domain() == nullptr);
+}
+
+TEST_CASE("a range's message is formatted as printf would, cut to its buffer") {
+  char message[32];
+  std::memset(message, '?', sizeof message);
+  cohort::detail::format_into(message, sizeof message, "%zu items, %d members", std::size_t{12}, 3);
+  CHECK(std::string_view(message) == "12 items, 3 members");
+  std::memset(message, '?', sizeof message);
+  cohort::detail::format_into(message, sizeof message, "after the members' work");
+  CHECK(std::string_view(message) == "after the members' work");
+  std::memset(message, '?', sizeof message);
+  cohort::detail::format_into(message, 8, "%zu items", std::size_t{12});
+  CHECK(std::string_view(message) == "12 item");
+  CHECK(message[8] == '?');
 }
