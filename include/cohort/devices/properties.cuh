@@ -4,6 +4,7 @@
 //   std::printf("%s sm_%d%d, %d SMs, %.0f GB/s\n", p.name.c_str(), p.major, p.minor,
 //               p.multiprocessors, p.peak_memory_bandwidth_bytes_per_s() / 1e9);
 //   auto [free, total] = cohort::memory_info(cohort::device_ref{0});
+//   std::printf("%zu of %zu bytes free\n", free, total);
 #pragma once
 
 #include "device_ref.cuh"

@@ -75,7 +75,7 @@ inline std::string_view advice(cudaError_t status) noexcept {
 }
 
 inline std::string cuda_message(cudaError_t status, std::string_view call, int device,
-                                const std::source_location& where) {
+                                const std::source_location& where, std::string_view context) {
   std::string text(call);
   text += " failed";
   if (device != no_device) text += " on device " + std::to_string(device);
@@ -88,6 +88,12 @@ inline std::string cuda_message(cudaError_t status, std::string_view call, int d
     text += ' ';
     text += hint;
   }
+  // Appended in place: gcc 12 at -O3 took `" " + std::string(context)` for an overlapping copy
+  // (-Wrestrict), which failed users' -Werror builds.
+  if (!context.empty()) {
+    text += ' ';
+    text += context;
+  }
   return text;
 }
 
@@ -98,8 +104,7 @@ class cuda_error : public std::runtime_error {
   cuda_error(cudaError_t status, std::string_view call, int device,
              std::source_location where = std::source_location::current(),
              std::string_view context = {})
-      : std::runtime_error(detail::cuda_message(status, call, device, where) +
-                           (context.empty() ? "" : " " + std::string(context)))
+      : std::runtime_error(detail::cuda_message(status, call, device, where, context))
       , status_(status)
       , call_(call)
       , device_(device)
