@@ -313,3 +313,86 @@ TEST_CASE("p2p_launch makes every rank's arguments before it launches: a bad one
   }
   CHECK(wrong == 0);
 }
+
+namespace {
+
+// A tile loop over uneven tiles: block 0 of every rank syncs once, block 1 seventeen times (past a
+// multiple of 8, so that the blocks' epochs end apart).
+__global__ void uneven_syncs(p2p_handle<int> x) {
+  auto s = x.session();
+  const int calls = blockIdx.x == 0 ? 1 : 17;
+  for (int k = 0; k < calls; ++k)
+    s.sync();
+  s.end();
+}
+
+// One block, which stands for every epoch slot.
+__global__ void one_block_sync(p2p_handle<int> x) {
+  auto s = x.session();
+  s.sync();
+  s.end();
+}
+
+// Each block publishes its half of `in` in x (block 1 of rank 0 20 ms late), syncs, and copies the
+// next rank's half into y: a barrier passed early reads what the late block has not yet written.
+__global__ void halves_after_sync(p2p_handle<int> x, p2p_handle<int> y, const int* in) {
+  auto s = x.session();
+  const std::size_t half = (x.size() + 1) / 2;
+  const std::size_t first = blockIdx.x * half;
+  const std::size_t last = first + half < x.size() ? first + half : x.size();
+  if (x.rank() == 0 && blockIdx.x == 1) {
+    const unsigned long long start = cohort::testing::global_nanoseconds();
+    while (cohort::testing::global_nanoseconds() - start < 20'000'000ull)
+      __nanosleep(1000);
+  }
+  for (std::size_t i = first + threadIdx.x; i < last; i += blockDim.x)
+    *x.local(i) = in[i];
+  s.sync();
+  const int next = (x.rank() + 1) % x.ranks();
+  for (std::size_t i = first + threadIdx.x; i < last; i += blockDim.x)
+    *y.local(i) = __ldcg(x.peer(next, i));
+  s.sync();
+  s.end();
+}
+
+} // namespace
+
+TEST_CASE("blocks of a user's kernel may make different numbers of sync calls: later calls with "
+          "other grids still wait for their peers") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (auto& group : groups_of(2)) {
+    CAPTURE(group.is_emulated());
+    cohort::p2p_clique peers(group, {.patience = patience});
+    const auto split = cohort::partition::replicated(count, 2);
+    cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split);
+    std::vector<std::vector<int>> in0;
+    for (std::size_t r = 0; r < 2; ++r) {
+      in0.push_back(cohort::testing::random_values<int>(count, 31 + static_cast<unsigned>(r)));
+      in.local(r).copy_from_host(in0[r]);
+    }
+    auto x_of = [&](std::size_t r) { return std::make_tuple(cohort::p2p_handle_for(peers, x, r)); };
+    std::size_t wrong = 0;
+    for (int round = 0; round < 3; ++round) {
+      CAPTURE(round);
+      x.fill_bytes(cohort::testing::poison_byte);
+      y.fill_bytes(cohort::testing::poison_byte);
+      group.synchronize();
+      // Block 1's epoch ends 16 past block 0's; the one-block call then stood for both slots
+      // from block 0's lower epoch, and the two-block call after it had block 1 take values its
+      // slot's signals already held, passing its barrier at once.
+      cohort::p2p_launch(peers, {.grid = 2, .block = 64}, uneven_syncs, x_of);
+      cohort::p2p_launch(peers, {.grid = 1, .block = 64}, one_block_sync, x_of);
+      cohort::p2p_launch(peers, {.grid = 2, .block = 128}, halves_after_sync, [&](std::size_t r) {
+        return std::make_tuple(cohort::p2p_handle_for(peers, x, r),
+                               cohort::p2p_handle_for(peers, y, r),
+                               static_cast<const int*>(in.shard(r).data.data()));
+      });
+      for (std::size_t r = 0; r < 2; ++r) {
+        const auto got = read(y, r);
+        for (std::size_t i = 0; i < count; ++i)
+          wrong += got[i] != in0[(r + 1) % 2][i];
+      }
+    }
+    CHECK(wrong == 0);
+  }
+}

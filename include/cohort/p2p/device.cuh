@@ -21,15 +21,18 @@
 // launch captured into a graph replays correctly (the state that moves is on the GPUs, as for the
 // engine's own calls: the session reads its block's epoch when it opens and advances it at end()).
 //
-// Rules (breaking one hangs the kernel until the clique's patience runs out, then traps). Every
+// Rules (breaking one hangs the kernel until the clique's patience runs out, then traps, or lets
+// a later barrier pass before its peers arrive: wrong results, which the debug checks below catch
+// where they can). Every
 // rank launches the same kernel with the same grid, in the same order among the clique's calls
 // (its collectives and other session kernels), on the clique's streams (peers.stream(i)) or
 // streams ordered with them; at most 256 blocks (detail::p2p::max_blocks) per grid. Every thread
 // of a block opens the session first and calls end() last, and a kernel opens at most one
 // session per clique (sessions of different cliques may nest); the session calls in between are
-// made by every thread of the block (each has a __syncthreads). Every block of every rank makes the
-// same sequence of sync() and grid_sync() calls: the k-th of block b takes the value base + k on
-// every rank. Signals count: the n-th wait(p) of block b of rank r returns once block b of rank p
+// made by every thread of the block (each has a __syncthreads). Block b makes the same sequence of
+// sync() and grid_sync() calls on every rank: the k-th of block b takes the value base + k on
+// every rank. The blocks of one rank may make different numbers of sync() calls (a tile loop
+// over more tiles than blocks); every block makes each grid_sync(). Signals count: the n-th wait(p) of block b of rank r returns once block b of rank p
 // has sent its n-th signal(r), counting from the clique's creation, so each kernel sends as many
 // signals to each peer as that peer's kernel waits for (else later kernels' waits are off). The
 // ranks' kernels must run at the same time: all their grids resident beside each other (on an
@@ -45,7 +48,8 @@
 // or `const __restrict__` (the read-only path).
 //
 // A debug build (NDEBUG not defined, or COHORT_DEVICE_CHECKS=1; COHORT_DEVICE_CHECKS=0 turns the
-// checks off) bounds-checks ranks and offsets and a session left without end(): a failed check
+// checks off) bounds-checks ranks and offsets, a session call after end() and a session left
+// without end(): a failed check
 // prints the call and traps, which loses the context. A grid above 256 blocks, and grid_sync()
 // without a cooperative launch, are refused in every build.
 #pragma once
@@ -116,10 +120,14 @@ class p2p_session {
   p2p_session& operator=(const p2p_session&) = delete;
 
   // Block b of every rank meets block b of every other rank.
-  __device__ void sync() { s_.sync("p2p_session::sync"); }
+  __device__ void sync() {
+    check_open("p2p_session::sync");
+    s_.sync("p2p_session::sync");
+  }
 
   // Counts one more signal from this block to the same block of rank `peer`; does not wait.
   __device__ void signal(int peer) {
+    check_open("p2p_session::signal");
     check_peer(peer, "p2p_session::signal");
     s_.signal(peer);
   }
@@ -127,6 +135,7 @@ class p2p_session {
   // Waits for the signal of the same block of rank `peer` that matches this wait (the n-th wait on
   // `peer` matches its n-th signal to this rank).
   __device__ void wait(int peer) {
+    check_open("p2p_session::wait");
     check_peer(peer, "p2p_session::wait");
     s_.wait(peer, "p2p_session::wait");
   }
@@ -134,6 +143,7 @@ class p2p_session {
   // Every block of every rank meets: a grid barrier, block 0 meets block 0 of every other rank,
   // another grid barrier. Needs a cooperative launch (launch_config::cooperative).
   __device__ void grid_sync() {
+    check_open("p2p_session::grid_sync");
     const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     if (!grid.is_valid()) [[unlikely]] {
       if (detail::p2p::linear_thread() == 0)
@@ -151,6 +161,7 @@ class p2p_session {
   // The block's last access to the clique's state: the epoch moves past every value used (by a
   // multiple of 8, so that the engine's calls keep alternating their scratch halves).
   __device__ void end() {
+    check_open("p2p_session::end");
     s_.end(s_.user_step());
     ended_ = true;
   }
@@ -179,6 +190,20 @@ class p2p_session {
     detail::p2p::check_below(detail::p2p::grid_blocks(), detail::p2p::max_blocks + 1,
                              "p2p_handle::session", "the grid's block count");
     return e;
+  }
+
+  // A call after end() would take values the next call on the clique takes too.
+  __device__ void check_open(const char* call) const {
+#if COHORT_DEVICE_CHECKS
+    if (ended_) [[unlikely]] {
+      printf("cohort p2p: %s after p2p_session::end() (block %u, thread %u): the next call on the "
+             "clique would take the same values. Stopping the kernel.\n",
+             call, detail::p2p::linear_block(), detail::p2p::linear_thread());
+      __trap();
+    }
+#else
+    (void)call;
+#endif
   }
 
   __device__ void check_peer(int peer, const char* call) const {

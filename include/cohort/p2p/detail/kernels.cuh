@@ -16,6 +16,8 @@
 // made by other GPUs during the kernel.
 #pragma once
 
+#include "../../communication/operators.cuh"
+
 #include <cuda/atomic>
 
 #include <cstdio>
@@ -46,7 +48,7 @@ struct engine {
   // This rank's own counts: [block * max_ranks + peer] the signals its block `block` has sent to
   // `peer`, then (max_blocks * max_ranks further on) the waits it has made on `peer`.
   std::uint64_t* counts;
-  // This rank's epochs, one per block slot, all equal between calls (see block_session).
+  // This rank's epochs, one per block slot, each only growing (see block_session).
   std::uint64_t* epochs;
   // Every rank's one-shot scratch: two halves of `half_bytes` each.
   unsigned char* scratch[max_ranks];
@@ -70,13 +72,18 @@ __device__ inline unsigned long long nanoseconds() {
 // Sessions: what a block of a call (an engine kernel, or a user's kernel through p2p_handle) knows
 // of its place in the clique's sequence of calls.
 //
-// Block b reads its epoch slot when the session opens and, when it ends, advances every slot it
-// stands for (b, b + grid, b + 2 grid, ...), so that all max_blocks slots stay equal whatever the
-// grid of each call. Each rank runs the same calls with the same grids, so block b's epoch is the
-// same on every rank, and the barrier values and scratch half derived from it agree without the
-// host handing any out. Each session call (sync, signal, wait, grid_sync) takes the next value
-// base + 1, base + 2, ...; the session ends by moving the epoch past every value it used. Values
-// only grow: 2^64 is never reached.
+// Block b stands for the slots b, b + grid, b + 2 grid, ... of the call's grid. It opens its
+// session at the highest of them and, when it ends, moves every one of them past the values it
+// used. Each rank runs the same calls with the same grids, and each block the same sequence of
+// calls on every rank, so block b's base is the same on every rank, and the barrier values and
+// scratch half derived from it agree without the host handing any out. Each session call (sync,
+// grid_sync) takes the next value base + 1, base + 2, ...
+// The slots need not be equal: the blocks of a user's kernel may make different numbers of calls
+// (a tile loop), leaving slot 1 ahead of slot 0; a later call whose block 0 stands for both then
+// starts past the higher, and a block never takes a value at or below one its slot's signals
+// already hold (which would pass a barrier before the peers arrive). They keep one parity: the
+// engine's calls move every slot by epoch_step, a user's session by a multiple of 2 * epoch_step,
+// so every block of a call takes the same scratch half. Values only grow: 2^64 is never reached.
 //
 // A slot [block * max_ranks + from] of rank r is written only by block `block` of rank `from`, in
 // increasing values, so "at least v" means "that block has made its v-th call or a later one".
@@ -90,8 +97,10 @@ __device__ inline unsigned long long nanoseconds() {
 __device__ inline unsigned linear_block() {
   return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
 }
-__device__ inline unsigned grid_blocks() {
-  return gridDim.x * gridDim.y * gridDim.z;
+// In 64 bits: a grid of 2^17 x 2^15 blocks made 0 in 32, which passed the check of at most
+// max_blocks (device.cuh).
+__device__ inline unsigned long long grid_blocks() {
+  return 1ull * gridDim.x * gridDim.y * gridDim.z;
 }
 __device__ inline unsigned linear_thread() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -148,8 +157,14 @@ class block_session {
   __device__ explicit block_session(const engine& e)
       : e_(&e)
       , block_(linear_block()) {
-    __shared__ std::uint64_t base;
-    if (linear_thread() == 0) base = e.epochs[block_];
+    __shared__ unsigned long long base;
+    if (linear_thread() == 0) base = 0;
+    __syncthreads();
+    unsigned long long highest = 0;
+    for_each_slot([&](unsigned slot) {
+      if (e.epochs[slot] > highest) highest = e.epochs[slot];
+    });
+    if (highest != 0) atomicMax(&base, highest);
     __syncthreads();
     base_ = base;
     // `base` is one variable for every session a kernel opens: a second session's thread 0 must
@@ -160,7 +175,7 @@ class block_session {
   __device__ const engine& clique() const { return *e_; }
   __device__ unsigned block() const { return block_; }
   // The values used so far, and the value the next call takes.
-  __device__ unsigned used() const { return used_; }
+  __device__ std::uint64_t used() const { return used_; }
   __device__ std::uint64_t next() { return base_ + ++used_; }
   // This call's half of every rank's one-shot scratch: consecutive engine calls alternate, and a
   // rank reaches the call after next only once every rank has finished this one (the call between
@@ -191,28 +206,34 @@ class block_session {
   }
 
   // After the block's last access to shared state: moves every slot the block stands for to
-  // base + step (step a multiple of epoch_step above every value used). The block's threads share
-  // the stores (one thread storing them all cost 25 us on a 1-block call).
+  // base + step (step a multiple of epoch_step above every value used).
   __device__ void end(std::uint64_t step) {
     __syncthreads();
-    const unsigned grid = grid_blocks();
-    for (unsigned b = block_ + linear_thread() * grid; b < static_cast<unsigned>(max_blocks);
-         b += grid * block_size())
-      e_->epochs[b] = base_ + step;
+    for_each_slot([&](unsigned slot) { e_->epochs[slot] = base_ + step; });
   }
   // The step a user's session takes: the values it used rounded up to a multiple of
   // 2 * epoch_step, at least that, so that the engine's next call keeps alternating scratch halves
   // whatever the user's kernel synchronised.
   __device__ std::uint64_t user_step() const {
     constexpr std::uint64_t unit = 2 * epoch_step;
-    const std::uint64_t step = (std::uint64_t{used_} + unit - 1) / unit * unit;
+    const std::uint64_t step = (used_ + unit - 1) / unit * unit;
     return step == 0 ? unit : step;
   }
 
  private:
+  // Calls f(slot) for every slot this block stands for, the block's threads sharing them (one
+  // thread storing them all cost 25 us on a 1-block call). The grid is at most max_blocks.
+  template <class F>
+  __device__ void for_each_slot(F f) const {
+    const auto grid = static_cast<unsigned>(grid_blocks());
+    for (unsigned slot = block_ + linear_thread() * grid; slot < static_cast<unsigned>(max_blocks);
+         slot += grid * block_size())
+      f(slot);
+  }
+
   const engine* e_;
   unsigned block_;
-  unsigned used_ = 0;
+  std::uint64_t used_ = 0; // 64 bits: a persistent kernel may pass 2^32 barriers (hours)
   std::uint64_t base_ = 0;
 };
 
@@ -339,7 +360,9 @@ struct reducer {
     return op(a, b);
   }
   __device__ Acc finish(Acc a) const {
-    if constexpr (Average)
+    if constexpr (Average && is_16_bit_float<Acc>)
+      return __hdiv(a, convert<Acc>(ranks)); // its operator may be compiled out (operators.cuh)
+    else if constexpr (Average)
       return a / convert<Acc>(ranks);
     else
       return a;
