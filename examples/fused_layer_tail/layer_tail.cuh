@@ -174,6 +174,7 @@ class layer {
   }
 
   void fused(int tokens) {
+    check_tokens(tokens, "layer_tail::layer::fused");
     const unsigned blocks =
         static_cast<unsigned>(std::min(tokens, cohort::detail::p2p::max_blocks));
     cohort::p2p_launch(peers_, {.grid = blocks, .block = threads, .name = "fused_tail"}, fused_tail,
@@ -186,6 +187,7 @@ class layer {
 
   // The all-reduce (cohort p2p, in float), then the norm.
   void unfused(int tokens) {
+    check_tokens(tokens, "layer_tail::layer::unfused");
     std::vector<cuda::std::span<const bf16>> send;
     std::vector<cuda::std::span<bf16>> recv;
     for (std::size_t r = 0; r < group_.size(); ++r) {
@@ -198,6 +200,7 @@ class layer {
 
 #if COHORT_WITH_NCCL
   void unfused_nccl(cohort::nccl_clique& nccl, int tokens) {
+    check_tokens(tokens, "layer_tail::layer::unfused_nccl");
     {
       cohort::nccl_group batch;
       for (std::size_t r = 0; r < group_.size(); ++r)
@@ -214,6 +217,7 @@ class layer {
   }
 
   std::vector<bf16> output(std::size_t r, int tokens) const {
+    check_tokens(tokens, "layer_tail::layer::output");
     std::vector<bf16> host(rows(tokens));
     cohort::scoped_device on(group_.device(r));
     cohort::check_cuda(cudaMemcpyAsync(host.data(), out_.shard(r).data.data(),
@@ -225,6 +229,15 @@ class layer {
   }
 
  private:
+  // The buffers hold max_tokens rows: more would run past them (and 0 is a grid of 0 blocks).
+  void check_tokens(int tokens, const char* call) const {
+    if (tokens < 1 || rows(tokens) > half_)
+      cohort::detail::throw_invalid_argument(
+          call, "tokens",
+          "must be from 1 to the layer's max_tokens (" +
+              std::to_string(half_ / static_cast<std::size_t>(hidden_)) + "), not " +
+              std::to_string(tokens) + ".");
+  }
   std::size_t rows(int tokens) const {
     return std::size_t(tokens) * hidden_;
   }

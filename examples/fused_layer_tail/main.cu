@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,14 @@ int run(int tokens, int hidden) {
   for (std::size_t k = 1; k < paths.size(); ++k)
     std::printf("fused is %.2f x as fast as %s\n", us[k] / us[0], paths[k].name);
   if (!real) std::puts("  (both members share one GPU: the figures say little about real GPUs)");
+  // More tokens than the layer's buffers hold is refused before anything runs.
+  try {
+    layer.fused(tokens + 1);
+    std::puts("fused(max_tokens + 1) was not refused");
+    ok = false;
+  } catch (const std::invalid_argument& e) {
+    std::printf("refused: %s\n", e.what());
+  }
   if (!ok) return 1;
   std::puts("fused_layer_tail ok");
   return 0;

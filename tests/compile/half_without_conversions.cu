@@ -1,8 +1,12 @@
-// PyTorch extensions compile with half's and bfloat16's implicit conversions switched off: the
-// peer-to-peer engine's half and bfloat16 reductions (in their own type, in float, averaged) build
-// there too.
+// PyTorch extensions compile with half's and bfloat16's implicit conversions and half's operators
+// switched off (torch.utils.cpp_extension's flags; bfloat16's operators too, for good measure):
+// the peer-to-peer engine's half and bfloat16 reductions (in their own type, in float, averaged)
+// build there too. Before session 13 cohort's operators used + and < on __half.
 #define __CUDA_NO_HALF_CONVERSIONS__
 #define __CUDA_NO_BFLOAT16_CONVERSIONS__
+#define __CUDA_NO_HALF_OPERATORS__
+#define __CUDA_NO_HALF2_OPERATORS__
+#define __CUDA_NO_BFLOAT16_OPERATORS__
 #include <cohort/cohort.cuh>
 
 template <class T>

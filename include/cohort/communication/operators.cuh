@@ -9,32 +9,55 @@
 // This header needs no NCCL.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <type_traits>
 
 namespace cohort {
 
+namespace detail {
+// half and bfloat16 go through CUDA's intrinsics, not their operators, which PyTorch extensions
+// compile out (__CUDA_NO_HALF_OPERATORS__; __CUDA_NO_BFLOAT16_OPERATORS__ does the same).
+template <class A>
+inline constexpr bool is_16_bit_float =
+    std::is_same_v<A, __half> || std::is_same_v<A, __nv_bfloat16>;
+} // namespace detail
+
 struct sum_t {
   template <class A>
   __host__ __device__ A operator()(const A& a, const A& b) const {
-    return a + b;
+    if constexpr (detail::is_16_bit_float<A>)
+      return __hadd(a, b);
+    else
+      return a + b;
   }
 };
 struct prod_t {
   template <class A>
   __host__ __device__ A operator()(const A& a, const A& b) const {
-    return a * b;
+    if constexpr (detail::is_16_bit_float<A>)
+      return __hmul(a, b);
+    else
+      return a * b;
   }
 };
 struct min_t {
   template <class A>
   __host__ __device__ A operator()(const A& a, const A& b) const {
-    return b < a ? b : a;
+    if constexpr (detail::is_16_bit_float<A>)
+      return __hlt(b, a) ? b : a;
+    else
+      return b < a ? b : a;
   }
 };
 struct max_t {
   template <class A>
   __host__ __device__ A operator()(const A& a, const A& b) const {
-    return a < b ? b : a;
+    if constexpr (detail::is_16_bit_float<A>)
+      return __hlt(a, b) ? b : a;
+    else
+      return a < b ? b : a;
   }
 };
 // The sum divided by the number of ranks. The peer-to-peer engine divides once, after the sum;
