@@ -212,6 +212,89 @@ TEST_CASE("a float sum scans exactly where every partial sum is an integer below
   CHECK(first_difference(read_back(group, x), host_inclusive(in, cuda::std::plus<float>{})) == n);
 }
 
+// A sum in float of 16-bit floats: the operator's result is wider than T.
+struct float_sum {
+  __host__ __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+float as_float(__half v) {
+  return __half2float(v);
+}
+float as_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <class T>
+T from_float(float v) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(v);
+  else
+    return __float2bfloat16_rn(v);
+}
+
+// The documented result of an inclusive scan of T with a wider operator: CUB accumulates in float
+// within a shard, each element rounded to T once; the carry between members is held in T (the
+// shard's total rounded, then carry + total rounded). Inputs are small integers, so every float
+// sum is exact and only T's roundings remain.
+template <class T>
+std::vector<float> host_wide_inclusive(const std::vector<float>& in,
+                                       const cohort::partition& split) {
+  std::vector<float> out(in.size());
+  bool has_carry = false;
+  float carry = 0;
+  std::size_t at = 0;
+  for (std::size_t k = 0; k < split.parts(); ++k) {
+    const std::size_t count = split.count(k);
+    if (count == 0) continue;
+    float acc = has_carry ? carry : 0.0f, total = 0;
+    for (std::size_t i = at; i < at + count; ++i) {
+      acc += in[i];
+      total += in[i];
+      out[i] = as_float(from_float<T>(acc));
+    }
+    total = as_float(from_float<T>(total));
+    carry = has_carry ? as_float(from_float<T>(carry + total)) : total;
+    has_carry = true;
+    at += count;
+  }
+  return out;
+}
+
+template <class T>
+void check_wide_operator_scan() {
+  for (std::size_t members : {2, 3, 5}) {
+    CAPTURE(members);
+    auto group = cohort::testing::group_of(members);
+    const std::size_t n = 30011; // sums below half's largest finite value, 65504
+    std::vector<float> in_float(n);
+    std::vector<T> in(n);
+    std::mt19937 random(members);
+    for (std::size_t i = 0; i < n; ++i) {
+      in_float[i] = float(random() % 2);
+      in[i] = from_float<T>(in_float[i]);
+    }
+    cohort::distributed_buffer<T> x(group, n), y(group, x.split());
+    const auto want = host_wide_inclusive<T>(in_float, x.split());
+    auto as_floats = [](const std::vector<T>& v) {
+      std::vector<float> f(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i)
+        f[i] = as_float(v[i]);
+      return f;
+    };
+    x.copy_from_host(in);
+    y.fill_bytes(cohort::testing::poison_byte);
+    cohort::multi_device_inclusive_scan(group, x, y, float_sum{});
+    CHECK(first_difference(as_floats(read_back(group, y)), want) == n);
+    cohort::multi_device_inclusive_scan(group, x, float_sum{});
+    CHECK(first_difference(as_floats(read_back(group, x)), want) == n);
+  }
+}
+
+TEST_CASE("a scan of half or bfloat16 with a float operator rounds each element once") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_wide_operator_scan<__half>();
+  check_wide_operator_scan<__nv_bfloat16>();
+}
+
 TEST_CASE("a scan captured into a graph replays in order with direct calls") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(3);

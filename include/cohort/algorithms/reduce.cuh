@@ -266,6 +266,10 @@ void require_value_type() {
   static_assert(std::is_default_constructible_v<T>,
                 "cohort reductions need a default-constructible value type.");
   static_assert(sizeof(maybe<T>) == sizeof(T) + alignof(T), "a maybe<T> must have no padding");
+  // Each block keeps one partial result per warp in static shared memory (48 KiB at most).
+  static_assert(sizeof(T) <= 4096,
+                "cohort's reductions take values of at most 4 KiB (a block keeps one per warp in "
+                "shared memory): reduce a wider value in parts.");
 }
 
 // For tests, per thread: the member at which enqueue_reduce throws, as a launch that fails there

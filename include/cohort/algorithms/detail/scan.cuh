@@ -27,7 +27,10 @@ struct keep_last {
 
 // An exclusive scan seeded with the carry gives e[i] = carry . x[0] ... x[i-1]; the inclusive
 // result is e[i] . x[i]. Reading x[i] just before writing out[i] is safe in place: each element is
-// written once, by the thread that reads it here, after CUB has loaded the tile.
+// written once, by the thread that reads it here, after CUB has loaded the tile. e[i] comes in
+// CUB's accumulator type (the operator's result: float for a float sum of __half) and is applied
+// as CUB would, op(accumulator, x[i]), then rounded to T once (rounding e[i] to T first rounded
+// every element twice, session 13).
 template <class T, class In, class Op>
 struct apply_last_element {
   In in;
@@ -35,7 +38,7 @@ struct apply_last_element {
   Op op;
   template <class U>
   __device__ void operator()(std::ptrdiff_t i, const U& exclusive) const {
-    out[i] = static_cast<T>(op(static_cast<T>(exclusive), static_cast<T>(in[i])));
+    out[i] = static_cast<T>(op(exclusive, static_cast<T>(in[i])));
   }
 };
 
