@@ -23,16 +23,16 @@
 //
 // Rules (breaking one hangs the kernel until the clique's patience runs out, then traps, or lets
 // a later barrier pass before its peers arrive: wrong results, which the debug checks below catch
-// where they can). Every
-// rank launches the same kernel with the same grid, in the same order among the clique's calls
-// (its collectives and other session kernels), on the clique's streams (peers.stream(i)) or
-// streams ordered with them; at most 256 blocks (detail::p2p::max_blocks) per grid. Every thread
-// of a block opens the session first and calls end() last, and a kernel opens at most one
-// session per clique (sessions of different cliques may nest); the session calls in between are
-// made by every thread of the block (each has a __syncthreads). Block b makes the same sequence of
-// sync() and grid_sync() calls on every rank: the k-th of block b takes the value base + k on
-// every rank. The blocks of one rank may make different numbers of sync() calls (a tile loop
-// over more tiles than blocks); every block makes each grid_sync(). Signals count: the n-th wait(p) of block b of rank r returns once block b of rank p
+// where they can). Every rank launches the same kernel with the same grid, in the same order
+// among the clique's calls (its collectives and other session kernels), on the clique's streams
+// (peers.stream(i)) or streams ordered with them; at most 256 blocks (detail::p2p::max_blocks) per
+// grid. Every thread of a block opens the session first and calls end() last, and a kernel opens
+// at most one session per clique (sessions of different cliques may nest); the session calls in
+// between are made by every thread of the block (each has a __syncthreads). Block b makes the
+// same sequence of sync() and grid_sync() calls on every rank: the k-th of block b takes the
+// value base + k on every rank. The blocks of one rank may make different numbers of sync()
+// calls (a tile loop over more tiles than blocks); every block makes each grid_sync(). Signals
+// count: the n-th wait(p) of block b of rank r returns once block b of rank p
 // has sent its n-th signal(r), counting from the clique's creation, so each kernel sends as many
 // signals to each peer as that peer's kernel waits for (else later kernels' waits are off). The
 // ranks' kernels must run at the same time: all their grids resident beside each other (on an
@@ -49,9 +49,8 @@
 //
 // A debug build (NDEBUG not defined, or COHORT_DEVICE_CHECKS=1; COHORT_DEVICE_CHECKS=0 turns the
 // checks off) bounds-checks ranks and offsets, a session call after end() and a session left
-// without end(): a failed check
-// prints the call and traps, which loses the context. A grid above 256 blocks, and grid_sync()
-// without a cooperative launch, are refused in every build.
+// without end(): a failed check prints the call and traps, which loses the context. A grid above
+// 256 blocks, and grid_sync() without a cooperative launch, are refused in every build.
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
