@@ -98,6 +98,17 @@ std::vector<cohort::device_group> groups_of(std::size_t n) {
   return groups;
 }
 
+// Fills each rank's shard of `in` with its own random values (seed + rank) and returns them.
+std::vector<std::vector<int>> random_inputs(cohort::distributed_buffer<int>& in, unsigned seed) {
+  std::vector<std::vector<int>> values;
+  for (std::size_t r = 0; r < in.shards(); ++r) {
+    values.push_back(
+        cohort::testing::random_values<int>(in.local(r).size(), seed + static_cast<unsigned>(r)));
+    in.local(r).copy_from_host(values[r]);
+  }
+  return values;
+}
+
 std::vector<int> read(const cohort::distributed_buffer<int>& b, std::size_t r) {
   std::vector<int> out(b.local(r).size());
   b.local(r).copy_to_host(out);
@@ -117,11 +128,7 @@ void check_kernel(kernel_type kernel, bool cooperative, const reference_type& re
       const auto split = cohort::partition::replicated(count, n);
       cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split),
           z(group, split), idle(group, cohort::partition::replicated(1, n));
-      std::vector<std::vector<int>> in0;
-      for (std::size_t r = 0; r < n; ++r) {
-        in0.push_back(cohort::testing::random_values<int>(count, 7 + static_cast<unsigned>(r)));
-        in.local(r).copy_from_host(in0[r]);
-      }
+      const auto in0 = random_inputs(in, 7);
       x.fill_bytes(cohort::testing::poison_byte);
       auto step = [&](std::size_t delayed) {
         cohort::multi_device_for_each(group, in, [] __device__(int& v) { v += 1; });
@@ -281,11 +288,7 @@ TEST_CASE("p2p_launch makes every rank's arguments before it launches: a bad one
   cohort::p2p_clique peers(group, {.patience = patience});
   const auto split = cohort::partition::replicated(count, 2);
   cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split);
-  std::vector<std::vector<int>> in0;
-  for (std::size_t r = 0; r < 2; ++r) {
-    in0.push_back(cohort::testing::random_values<int>(count, 91 + static_cast<unsigned>(r)));
-    in.local(r).copy_from_host(in0[r]);
-  }
+  const auto in0 = random_inputs(in, 91);
   auto launch_with = [&](auto rank_of_handle, bool throw_for_rank_1) {
     cohort::p2p_launch(peers, {.grid = grid, .block = block}, sum_through_sync, [&](std::size_t r) {
       if (throw_for_rank_1 && r == 1) throw std::out_of_range("no arguments for rank 1");
@@ -365,11 +368,7 @@ TEST_CASE("blocks of a user's kernel may make different numbers of sync calls: l
     cohort::p2p_clique peers(group, {.patience = patience});
     const auto split = cohort::partition::replicated(count, 2);
     cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split);
-    std::vector<std::vector<int>> in0;
-    for (std::size_t r = 0; r < 2; ++r) {
-      in0.push_back(cohort::testing::random_values<int>(count, 31 + static_cast<unsigned>(r)));
-      in.local(r).copy_from_host(in0[r]);
-    }
+    const auto in0 = random_inputs(in, 31);
     auto x_of = [&](std::size_t r) { return std::make_tuple(cohort::p2p_handle_for(peers, x, r)); };
     std::size_t wrong = 0;
     for (int round = 0; round < 3; ++round) {

@@ -29,6 +29,8 @@
 // std::logic_error, naming the member, before anything is enqueued).
 // Each element is read twice and written once (one GPU's CUB scan reads it once), so on p GPUs
 // the scan takes about 3/(2p) of one GPU's time at best: 0.75x the time on 2, i.e. 1.33x faster.
+// (The inclusive form on members past the first reads x[i] a third time as it writes out[i], just
+// after CUB loaded its tile: mostly from cache, not counted here.)
 // Member k's hand-off lands in memory allocated on member k+1's stream, so it (and member k's own
 // scan, after it on k's stream) waits until k+1's stream has reached the scan: the scan is
 // fastest when the members' streams reach it together. The carry is held in T between members
