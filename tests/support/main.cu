@@ -12,7 +12,12 @@
 
 #include <doctest/doctest.h>
 
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 namespace {
 
@@ -94,11 +99,30 @@ struct count_cases : doctest::IReporter {
   void test_case_skipped(const doctest::TestCaseData&) override {}
 };
 
+// doctest's own handler reports the crash, puts this one back and raises the signal again: this
+// one then runs within it, and the stack it prints goes on through doctest's frame to the fault.
+void print_backtrace(int signal) {
+  void* frames[64];
+  const int count = backtrace(frames, 64);
+  const char header[] = "\n== COHORT_TEST_BACKTRACE: the stack of the crash\n";
+  (void)!write(STDERR_FILENO, header, sizeof(header) - 1);
+  backtrace_symbols_fd(frames, count, STDERR_FILENO);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+void print_backtraces_if_asked() {
+  if (std::getenv("COHORT_TEST_BACKTRACE") == nullptr) return;
+  for (const int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+    std::signal(signal, print_backtrace);
+}
+
 } // namespace
 
 DOCTEST_REGISTER_LISTENER("cohort_count_cases", 1, count_cases);
 
 int main(int argc, char** argv) {
+  print_backtraces_if_asked();
   doctest::Context context(argc, argv);
   const int result = context.run();
   if (context.shouldExit() || result != 0) return result;
