@@ -44,9 +44,10 @@
 # --split-cases FILE runs each --tools tool once per line of FILE, each line the doctest options of
 # one process (as --cases takes them; blank lines and # comments skipped), --jobs N at a time
 # (default 4: a racecheck process sorting 2^20+3 staged keys grew to about 24 GiB of host memory,
-# and 9 at once on the 128 GiB host lost 3 with no output, session 13; memory.log samples it). scripts/racecheck_staged_sorts.txt lists the staged sorts racecheck has not yet
-# finished: --sanitizers-only --no-build --tools racecheck --split-cases
-# scripts/racecheck_staged_sorts.txt --sanitizer-timeout 540.
+# and 9 at once on the 128 GiB host lost 3 with no output, session 13; memory.log samples it).
+# scripts/racecheck_staged_sorts.txt lists the largest comparator sorts, each too slow under
+# racecheck for one process with the rest: --sanitizers-only --no-build --tools racecheck
+# --split-cases scripts/racecheck_staged_sorts.txt --sanitizer-timeout 540.
 # --larger-sort GiB runs scan_sort_bench's one sort of GiB GiB of uint64 keys over every GPU
 # (staged through host memory where the devices cannot hold its scratch; issue 20's "larger than
 # one H200", e.g. 150 on two H200s), after the benchmarks; list scan_sort_bench in --benchmarks
