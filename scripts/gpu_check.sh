@@ -60,6 +60,9 @@ export NCCL_NVLS_ENABLE=0 # never use NVLink multicast on shared machines
 # A p2p barrier that waits a minute for a peer stops its kernel: a defect costs the run a minute,
 # not the default five (cliques made with their own patience keep it).
 export COHORT_P2P_PATIENCE_MS=${COHORT_P2P_PATIENCE_MS:-60000}
+# A test program that crashes on the host prints the crash's stack (tests/support/main.cu): one
+# SIGSEGV under racecheck in session 14 left no trace and did not come again in 7 reruns.
+export COHORT_TEST_BACKTRACE=1
 sanitize=1 bench=1 sanitizer_timeout=300 # per tool: memcheck took 199 s alone (session 6)
 benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck synccheck initcheck" cases=""
 # The load cases ("10,000 ..." and "100,000 back-to-back ...") hold thousands of launches each,
