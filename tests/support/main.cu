@@ -99,8 +99,8 @@ struct count_cases : doctest::IReporter {
   void test_case_skipped(const doctest::TestCaseData&) override {}
 };
 
-// doctest's own handler reports the crash, puts this one back and raises the signal again: this
-// one then runs within it, and the stack it prints goes on through doctest's frame to the fault.
+// doctest's own handler reports the crash and puts this one back; the signal comes again and this
+// one prints the stack down to the fault (seen here: the faulting function, then doctest's run).
 void print_backtrace(int signal) {
   void* frames[64];
   const int count = backtrace(frames, 64);
@@ -113,6 +113,8 @@ void print_backtrace(int signal) {
 
 void print_backtraces_if_asked() {
   if (std::getenv("COHORT_TEST_BACKTRACE") == nullptr) return;
+  void* frame = nullptr;
+  (void)backtrace(&frame, 1); // loads the unwinder now: loading it in a handler may allocate
   for (const int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
     std::signal(signal, print_backtrace);
 }
