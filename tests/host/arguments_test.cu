@@ -80,6 +80,12 @@ TEST_CASE(
     CHECK(options::patience_from_environment() == options::wait_forever);
     CHECK(cohort::testing::patience() == options::wait_forever);
   }
+  {
+    // Past what strtoull holds: it saturates, and the signed count made that a negative patience.
+    const cohort::testing::environment_guard huge("COHORT_P2P_PATIENCE_MS",
+                                                  "99999999999999999999999");
+    CHECK(options::patience_from_environment() == milliseconds::max());
+  }
   for (const char* bad : {"12s", "-5", " 7", "1e3"}) {
     const cohort::testing::environment_guard wrong("COHORT_P2P_PATIENCE_MS", bad);
     CHECK_THROWS_WITH_AS(options::patience_from_environment(),
@@ -105,4 +111,17 @@ TEST_CASE(
     const cohort::testing::environment_guard wrong("COHORT_TEST_ROUNDS_DIVISOR", bad);
     CHECK_THROWS_AS(cohort::testing::rounds(1000), std::invalid_argument);
   }
+}
+
+// The kernels count a patience in nanoseconds: one past about 584 years (milliseconds::max())
+// overflowed the conversion into a patience of -1 ms's worth, a barrier that gave up at once.
+TEST_CASE("a p2p patience past what nanoseconds hold means for ever, not at once") {
+  using std::chrono::milliseconds;
+  CHECK(cohort::detail::patience_nanoseconds(milliseconds(0)) == 0);
+  CHECK(cohort::detail::patience_nanoseconds(milliseconds(1500)) == 1'500'000'000ull);
+  CHECK(cohort::detail::patience_nanoseconds(std::chrono::minutes(5)) == 300'000'000'000ull);
+  CHECK(cohort::detail::patience_nanoseconds(milliseconds::max()) == ~0ull);
+  CHECK(cohort::detail::patience_nanoseconds(milliseconds(18'446'744'073'709)) == ~0ull);
+  CHECK(cohort::detail::patience_nanoseconds(milliseconds(18'446'744'073'708)) ==
+        18'446'744'073'708'000'000ull);
 }

@@ -91,4 +91,6 @@ TEST_CASE("a run's tag comes from its launcher and tells it from earlier runs") 
   CHECK(cohort::launch_run_tag(lookup_in({{"SLURM_JOB_ID", "41"}})).empty());
   CHECK(cohort::launch_run_tag(lookup_in({{"TORCHELASTIC_RUN_ID", "abc"}})) ==
         "TORCHELASTIC_RUN_ID=abc");
+  // torchrun's run id without --rdzv-id is "none" in every run: it names no run.
+  CHECK(cohort::launch_run_tag(lookup_in({{"TORCHELASTIC_RUN_ID", "none"}})).empty());
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <thread>
 
 #include <unistd.h>
 
@@ -53,6 +54,40 @@ TEST_CASE("a unique id survives hex text and a file") {
 
 // A time-out, as README promises of creation (a bootstrap's other ranks wait here for rank 0's
 // file): it was a plain std::runtime_error that `catch (const cohort::timeout_error&)` missed.
+// A time-out of milliseconds::max() ("wait as NCCL does") overflowed steady_clock's nanoseconds
+// and put every bounded wait's deadline in the past: the wait gave up at once.
+TEST_CASE("a time-out of milliseconds::max() waits for ever, not at once") {
+  using clock = std::chrono::steady_clock;
+  using std::chrono::milliseconds;
+  CHECK(cohort::detail::deadline_after(milliseconds::max()) == clock::time_point::max());
+  const auto before = clock::now();
+  const auto in_a_second = cohort::detail::deadline_after(std::chrono::seconds(1));
+  CHECK(in_a_second >= before + std::chrono::seconds(1));
+  CHECK(in_a_second <= clock::now() + std::chrono::seconds(1));
+  const auto already = cohort::detail::deadline_after(milliseconds(-5));
+  CHECK(already <= clock::now()); // (the two in one expression could be evaluated either way)
+  // An id written 100 ms after the reader started waiting without a bound is read.
+  char path[] = "/tmp/cohort_forever_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::remove(path);
+  const auto id = cohort::unique_id::from_native(fake_id());
+  std::thread writer([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    id.write_file(path);
+  });
+  std::string read;
+  try {
+    read = cohort::unique_id::read_file(path, milliseconds::max()).to_hex();
+  } catch (const cohort::timeout_error& e) {
+    read = e.what();
+  }
+  writer.join();
+  std::remove(path);
+  CHECK(read == id.to_hex());
+}
+
 TEST_CASE("reading an id that never appears times out with advice, as a timeout_error") {
   CHECK_THROWS_WITH_AS(
       cohort::unique_id::read_file("no/such/cohort.id", std::chrono::milliseconds(50)),

@@ -81,8 +81,9 @@ launch_environment_from(const std::function<const char*(const char*)>& lookup =
 // What tells this run of the program from the launcher's earlier runs, the same in every one of
 // its processes: Open MPI 5's and PMIx's PMIX_NAMESPACE, Open MPI 4's OMPI_MCA_ess_base_jobid,
 // srun's SLURM_JOB_ID.SLURM_STEP_ID, torchrun's TORCHELASTIC_RUN_ID; empty where none is set
-// (MPICH's mpiexec, hand-set RANK). bootstrap_from_environment tags its id file with it, so that
-// a file an earlier run left behind is not taken for this run's.
+// (MPICH's mpiexec, hand-set RANK) or where torchrun was given no --rdzv-id (its run id is then
+// "none" in every run; --standalone makes a fresh one). bootstrap_from_environment tags its id
+// file with it, so that a file an earlier run left behind is not taken for this run's.
 inline std::string launch_run_tag(const std::function<const char*(const char*)>& lookup =
                                       [](const char* name) { return std::getenv(name); }) {
   auto value = [&](const char* name) -> std::string {
@@ -94,7 +95,7 @@ inline std::string launch_run_tag(const std::function<const char*(const char*)>&
   if (std::string job = value("SLURM_JOB_ID"), step = value("SLURM_STEP_ID");
       !job.empty() && !step.empty())
     return "SLURM=" + job + "." + step;
-  if (std::string run = value("TORCHELASTIC_RUN_ID"); !run.empty())
+  if (std::string run = value("TORCHELASTIC_RUN_ID"); !run.empty() && run != "none")
     return "TORCHELASTIC_RUN_ID=" + run;
   return {};
 }

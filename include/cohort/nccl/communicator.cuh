@@ -114,7 +114,7 @@ class communicator : public communicator_ref {
     std::vector<detail::rank_of> ranks;
     for (const communicator* p : parents)
       ranks.push_back(detail::rank_info(*p));
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = detail::deadline_after(timeout);
     // Blocking children are twins of non-blocking guards made by this split (see with_twins).
     const auto made = detail::split_together(
         ranks, colors, keys, detail::nonblocking_config(calls == nccl_calls::blocking), deadline,
@@ -161,7 +161,7 @@ class communicator : public communicator_ref {
                              "waiting for it would end the capture: wait after "
                              "cudaStreamEndCapture, on the stream the graph is launched on.");
     }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = detail::deadline_after(timeout);
     std::vector<bool> done(ranks.size(), false);
     auto fail = [&](std::size_t i, const detail::poll_outcome& outcome) {
       for (communicator& c : ranks)
@@ -223,7 +223,7 @@ class communicator : public communicator_ref {
                                         const std::vector<detail::rank_of>& ranks,
                                         std::chrono::milliseconds timeout, nccl_calls calls,
                                         std::string_view what) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = detail::deadline_after(timeout);
     const bool blocking = calls == nccl_calls::blocking;
     const auto made = detail::init_ranks(id, ranks, blocking, deadline, timeout, what);
     return adopt_made(detail::with_twins(made, ranks, blocking, deadline, timeout, what), ranks,

@@ -102,8 +102,7 @@ inline bool bounded_calls(communicator_ref comm) noexcept {
 // Polls a non-blocking communicator's last operation, bounded by its own time-out; aborts it and
 // throws on an error or a time-out.
 inline void wait_until_taken(communicator_ref comm, std::string_view what) {
-  const poll_outcome outcome =
-      poll_until(comm.native_handle(), std::chrono::steady_clock::now() + comm.timeout());
+  const poll_outcome outcome = poll_until(comm.native_handle(), deadline_after(comm.timeout()));
   if (outcome.done()) return;
   abort(comm);
   throw_unfinished(outcome, what, comm.device().get(), comm.rank(), comm.size(), comm.timeout());

@@ -23,6 +23,7 @@ class timeout_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Any time-out may be std::chrono::milliseconds::max(): the wait then lasts as long as it takes.
 inline constexpr std::chrono::milliseconds default_nccl_timeout{std::chrono::minutes(5)};
 
 // How a communicator's calls behave once it exists (creation and destruction are bounded by the

@@ -43,7 +43,9 @@ struct nccl_type_of {
     static constexpr ncclDataType_t type = value;                                                  \
   }
 COHORT_NCCL_TYPE(std::int8_t, ncclInt8);
-COHORT_NCCL_TYPE(char, ncclChar);
+// Plain char is signed on x86-64 and unsigned on aarch64 (and under -funsigned-char): NCCL's
+// ncclChar is its signed ncclInt8, whose min, max and avg are wrong for unsigned bytes.
+COHORT_NCCL_TYPE(char, std::is_signed_v<char> ? ncclInt8 : ncclUint8);
 COHORT_NCCL_TYPE(std::uint8_t, ncclUint8);
 COHORT_NCCL_TYPE(std::int32_t, ncclInt32);
 COHORT_NCCL_TYPE(std::uint32_t, ncclUint32);

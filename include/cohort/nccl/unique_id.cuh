@@ -69,8 +69,6 @@ class unique_id {
     return id;
   }
 
-  // Writes the id to `path` atomically (a temporary file renamed into place), so a reader never
-  // sees half an id.
   // Writes the id to `path` (whole, or not at all: through a file renamed into place), with
   // `run` (launch_run_tag) on a second line, so that readers of a later run can tell it is not
   // theirs.
@@ -94,7 +92,7 @@ class unique_id {
   // there yet.
   static unique_id read_file(const std::string& path, std::chrono::milliseconds timeout,
                              const std::string& run = {}) {
-    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    const auto give_up = detail::deadline_after(timeout);
     std::string stale;
     while (true) {
       std::ifstream in(path);

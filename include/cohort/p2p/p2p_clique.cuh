@@ -49,6 +49,16 @@
 
 namespace cohort {
 
+namespace detail {
+// A patience as the kernels count it (nanoseconds), saturated: past about 584 years (a patience
+// of milliseconds::max()) the conversion overflowed into a short or negative one.
+constexpr unsigned long long patience_nanoseconds(std::chrono::milliseconds patience) {
+  constexpr unsigned long long per_ms = 1'000'000, most = ~0ull;
+  const auto ms = static_cast<unsigned long long>(patience.count());
+  return ms >= most / per_ms ? most : ms * per_ms;
+}
+} // namespace detail
+
 struct p2p_clique_options {
   // Largest message, in bytes per rank, that the one-shot algorithm can take (it needs twice that
   // in scratch on every member). On 2 NVLink-joined H200s one-shot was faster than two-shot up to
@@ -71,7 +81,10 @@ struct p2p_clique_options {
     detail::require_argument(*end == '\0' && ms[0] >= '0' && ms[0] <= '9', "p2p_clique",
                              "COHORT_P2P_PATIENCE_MS",
                              "must be milliseconds, in digits (0 waits for ever).");
-    return std::chrono::milliseconds(value);
+    // strtoull saturates at its maximum, which milliseconds' signed count would turn negative.
+    const auto most = static_cast<unsigned long long>(std::chrono::milliseconds::max().count());
+    return std::chrono::milliseconds(
+        static_cast<std::chrono::milliseconds::rep>(std::min(value, most)));
   }
   // Blocks per rank a call may use; 0: half of the SMs each member has (at least 1).
   unsigned max_blocks = 0;
@@ -242,8 +255,7 @@ class p2p_clique {
     e.counts = const_cast<std::uint64_t*>(state_[rank].data()) + 2 * signal_words;
     e.epochs = const_cast<std::uint64_t*>(state_[rank].data()) + 4 * signal_words;
     e.half_bytes = options_.one_shot_limit;
-    e.patience_ns = static_cast<unsigned long long>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.patience).count());
+    e.patience_ns = detail::patience_nanoseconds(options_.patience);
     e.rank = static_cast<int>(rank);
     e.ranks = static_cast<int>(size());
     return e;

@@ -95,7 +95,7 @@ class communicator_state {
   // and is never freed.
   void end(std::chrono::milliseconds timeout) noexcept {
     if (ended_.exchange(true, std::memory_order_acq_rel)) return;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = deadline_after(timeout);
     while (graphs_->load(std::memory_order_acquire) > 0) {
       if (std::chrono::steady_clock::now() > deadline) return; // left to the graphs
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
