@@ -1,9 +1,13 @@
 // chunk_pipeline: chunks computed on each member's compute stream, each chunk's all_reduce on the
-// member's stream, against a host reference; ordering with the work before and after a run.
+// member's stream, against a host reference; ordering with the work before and after a run, and
+// after a computation that throws part-way.
+#include "kernels.cuh"
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 namespace {
@@ -84,4 +88,40 @@ TEST_CASE("chunk_pipeline with no chunks calls nothing") {
       0, [&](const cohort::member&, std::size_t) { called = true; },
       [&](std::size_t) { called = true; });
   CHECK_FALSE(called);
+}
+
+// A computation that throws part-way: member 0 has already enqueued chunk 1 (a kernel that writes
+// 50 ms late) when member 1 throws. The members' streams must still wait for it: a copy on member
+// 0's stream after the throw used to read the buffer before the kernel wrote it (and memory freed
+// on that stream could be freed under the kernel).
+TEST_CASE("chunk_pipeline whose computation throws part-way leaves the members' streams after "
+          "what it enqueued") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::chunk_pipeline overlap(group);
+  const std::size_t count = 4099;
+  cohort::distributed_buffer<int> out(group, cohort::partition::replicated(count, 2));
+  out.fill_bytes(cohort::testing::poison_byte);
+  // Load the kernel first (its first launch may wait for the GPU).
+  cohort::testing::launch_write_after_delay(group.stream(0), out.shard(0).data.data(), 1, 0, 0ull);
+  group.synchronize();
+  out.fill_bytes(cohort::testing::poison_byte);
+  std::vector<std::size_t> communicated;
+  CHECK_THROWS_WITH_AS(overlap.run(
+                           3,
+                           [&](const cohort::member& m, std::size_t k) {
+                             if (k == 1 && m.rank == 1)
+                               throw std::runtime_error("member 1 cannot compute chunk 1");
+                             if (k == 1)
+                               cohort::testing::launch_write_after_delay(
+                                   m.stream, out.shard(0).data.data(), count, 7, 50'000'000ull);
+                           },
+                           [&](std::size_t k) { communicated.push_back(k); }),
+                       "member 1 cannot compute chunk 1", std::runtime_error);
+  CHECK(communicated == std::vector<std::size_t>{0});
+  std::vector<int> got(count);
+  out.local(0).copy_to_host(got); // on member 0's stream
+  group.stream(0).synchronize();
+  CHECK(std::count(got.begin(), got.end(), 7) == static_cast<std::ptrdiff_t>(count));
+  group.synchronize();
 }

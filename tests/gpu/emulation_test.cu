@@ -281,6 +281,48 @@ TEST_CASE("a balancer of another group is reported as the algorithm's 'balancer'
                        std::invalid_argument);
 }
 
+// A timed call whose member 1 threw before its stop (its work never enqueued): the next call read
+// member 1's never-recorded stop event and threw cudaErrorInvalidResourceHandle, and so did every
+// call after it. The measure is now dropped and the next call timed again.
+TEST_CASE("a balancer whose timed call failed part-way drops that measure and keeps working") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  cohort::adaptive_balancer balancer(group);
+  (void)balancer.next_split(group, 1000);
+  balancer.start(0, group.stream(0));
+  balancer.stop(0, group.stream(0));
+  balancer.start(1, group.stream(1)); // member 1's work threw here
+  group.synchronize();
+  for (int call = 0; call < 3; ++call) {
+    CAPTURE(call);
+    cohort::partition split = cohort::partition::even(1, 1);
+    CHECK_NOTHROW(split = balancer.next_split(group, 1000));
+    CHECK(split.size() == 1000);
+    for (std::size_t m = 0; m < group.size(); ++m) {
+      balancer.start(m, group.stream(m));
+      balancer.stop(m, group.stream(m));
+    }
+    group.synchronize();
+  }
+  const auto& weights = balancer.weights();
+  CHECK(weights.size() == 2);
+  CHECK(weights[0] + weights[1] == doctest::Approx(1.0));
+}
+
+// Its events would be recorded into the graph, and the next eager call would read them: refused
+// by name before anything is enqueued, and the balancer works after.
+TEST_CASE("a balancer's next_split is refused under capture, by name") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  cohort::adaptive_balancer balancer(group);
+  CHECK_THROWS_WITH_AS(
+      cohort::group_graph::capture(group, [&] { (void)balancer.next_split(group, 1000); }),
+      doctest::Contains("adaptive_balancer::next_split: member 0"), std::logic_error);
+  for (std::size_t i = 0; i < group.size(); ++i)
+    CHECK_FALSE(group.stream(i).is_capturing());
+  CHECK(balancer.next_split(group, 1000).size() == 1000);
+}
+
 TEST_CASE("calls split by a balancer that moves indices are ordered after their last owner") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_ref d{0};

@@ -861,6 +861,48 @@ TEST_CASE("what cannot be captured refuses the capture by name, leaving the grap
   blocking.wait(60s);
 }
 
+// A clique's collective with member 0's stream captured and member 1's not: NCCL refused it only
+// in ncclGroupEnd, after preparing rank 0's captured launch, as an nccl_error naming no rank. It
+// is refused first, by name, naming the members, and nothing is captured.
+TEST_CASE("a clique's collective with only some members' streams captured is refused by name") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  auto group = cohort::testing::group_of(2);
+  cohort::nccl_clique nccl(group, 60s);
+  const auto values = cohort::testing::random_values<int>(256, 5);
+  cohort::distributed_buffer<int> x(group, cohort::partition::replicated(256, 2));
+  for (std::size_t r = 0; r < 2; ++r)
+    x.local(r).copy_from_host(values);
+  group.synchronize();
+  cudaGraph_t graph = nullptr;
+  cohort::check_cuda(
+      cudaStreamBeginCapture(group.stream(0).native_handle(), cudaStreamCaptureModeThreadLocal),
+      "begin capture");
+  std::string message;
+  try {
+    cohort::all_reduce(nccl, x, cohort::sum);
+  } catch (const std::logic_error& e) {
+    message = e.what();
+  }
+  REQUIRE(cudaStreamEndCapture(group.stream(0).native_handle(), &graph) == cudaSuccess);
+  std::size_t nodes = 0;
+  cohort::check_cuda(cudaGraphGetNodes(graph, nullptr, &nodes), "cudaGraphGetNodes");
+  cohort::check_cuda(cudaGraphDestroy(graph), "graph destroy");
+  CAPTURE(message);
+  CHECK(message.find("cohort::all_reduce: member 0's stream") != std::string::npos);
+  CHECK(message.find("member 1's") != std::string::npos);
+  CHECK(nodes == 0);
+  cohort::all_reduce(nccl, x, cohort::sum); // outside a capture it works (x is still `values`)
+  for (std::size_t r = 0; r < 2; ++r) {
+    std::vector<int> got(256);
+    x.local(r).copy_to_host(got);
+    group.synchronize();
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < 256; ++i)
+      wrong += got[i] != 2 * values[i];
+    CHECK(wrong == 0);
+  }
+}
+
 // NCCL's finalize, and its abort, wait until every graph that captured the communicator's calls is
 // destroyed. Before, destroying the communicator first waited for that forever: the test destroys
 // the graph after the limit so that it fails instead of hanging.

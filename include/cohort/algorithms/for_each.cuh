@@ -116,13 +116,9 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
                              adaptive_balancer& balancer) {
   const detail::nvtx_range range("multi_device_for_each_n", "%zu items, %zu members, adaptive", n,
                                  group.size());
-  // Its timing events are read on the host on the next call: a graph would replay old records.
-  detail::refuse_capture(group, "multi_device_for_each_n",
-                         "the balancer times each member's part with events it reads on the host "
-                         "on the next call",
-                         "Capture the form that takes a partition "
-                         "(partition::weighted(n, balancer.weights())).");
   detail::refuse_recorded_error("multi_device_for_each_n", group.device(0).get());
+  // Refused under capture, by this call's name: its timing events are read on the host on the
+  // next call, and a graph would replay old records.
   const partition split = balancer.next_split(group, n, "multi_device_for_each_n", "balancer");
   on_each_member(group, [&](const member& m) {
     const detail::nvtx_range part("multi_device_for_each_n", "member %zu: %zu items", m.rank,

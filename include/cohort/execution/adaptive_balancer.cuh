@@ -48,17 +48,27 @@ class adaptive_balancer {
   // in the last timed call first, if its events have completed. Where the split differs from the
   // previous call's, orders the members whose range changed after the previous owners of their
   // new indices (see above). `function` and `argument` name the caller's call and its balancer
-  // argument in the error for a balancer of another group.
+  // argument in the error for a balancer of another group. Refused under graph capture
+  // (std::logic_error): the events it reads on the host would be a graph's, never recorded when
+  // the host reads them; capture a fixed split (partition::weighted(n, weights())) instead.
   partition next_split(const device_group& group, std::size_t n,
                        std::string_view function = "adaptive_balancer::next_split",
                        std::string_view argument = "group") {
     require_group(group, function, argument);
+    detail::refuse_capture(group, function,
+                           "the balancer times each member's part with events it reads on the "
+                           "host on the next call",
+                           "Capture the form that takes a partition "
+                           "(partition::weighted(n, balancer.weights())).");
     harvest();
     partition split = weights_.split(n);
     if (previous_ && !(*previous_ == split)) order_moved_ranges(group, *previous_, split);
     previous_ = split;
     timing_ = !pending_.has_value();
-    if (timing_) pending_ = split;
+    if (timing_) {
+      pending_ = split;
+      stopped_.assign(stops_.size(), false);
+    }
     return split;
   }
 
@@ -69,7 +79,10 @@ class adaptive_balancer {
     if (timing_) starts_.at(rank).record(stream);
   }
   void stop(std::size_t rank, stream_ref stream) {
-    if (timing_) stops_.at(rank).record(stream);
+    if (timing_) {
+      stops_.at(rank).record(stream);
+      stopped_.at(rank) = true;
+    }
     finished_.at(rank).record(stream);
   }
 
@@ -106,6 +119,13 @@ class adaptive_balancer {
 
   void harvest() {
     if (!pending_) return;
+    // A timed call that failed part-way (a member's work threw before its stop) left events that
+    // time nothing, or an earlier call: its measure is dropped, and the next call is timed.
+    for (std::size_t k = 0; k < stops_.size(); ++k)
+      if (pending_->count(k) != 0 && !stopped_[k]) {
+        pending_.reset();
+        return;
+      }
     for (const event& e : stops_)
       if (!e.ready()) return; // still running: try again next call
     std::vector<double> seconds(stops_.size());
@@ -120,6 +140,7 @@ class adaptive_balancer {
   std::vector<event> finished_;       // each member's last call's work done (never timed)
   std::vector<stream_ref> streams_;   // the group's, to know it again
   std::optional<partition> pending_;  // the split of the call being timed
+  std::vector<bool> stopped_;         // which members of that call recorded their stop
   std::optional<partition> previous_; // the split of the last call
   bool timing_ = false;
 };

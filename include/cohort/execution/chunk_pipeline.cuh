@@ -28,6 +28,7 @@
 #pragma once
 
 #include "../devices/scoped_device.cuh"
+#include "../errors/cuda_error.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
 #include "device_group.cuh"
@@ -60,18 +61,39 @@ class chunk_pipeline {
   void run(std::size_t chunks, Compute&& compute, Communicate&& communicate) {
     if (chunks == 0) return;
     handoff(members_, compute_); // the compute streams start after the members' earlier work
-    for (std::size_t k = 0; k < chunks; ++k) {
-      for (std::size_t i = 0; i < size(); ++i) {
-        scoped_device on(devices_[i]);
-        compute(member{i, devices_[i], compute_[i]}, k);
+    try {
+      for (std::size_t k = 0; k < chunks; ++k) {
+        for (std::size_t i = 0; i < size(); ++i) {
+          scoped_device on(devices_[i]);
+          compute(member{i, devices_[i], compute_[i]}, k);
+        }
+        // One event per member is enough: a wait takes the record current at the call.
+        handoff(compute_, members_);
+        communicate(k);
       }
-      // One event per member is enough: a wait takes the record current at the call.
-      handoff(compute_, members_);
-      communicate(k);
+    } catch (...) {
+      // A computation that threw part-way may have left kernels on some compute streams (the
+      // members before it, or its own before it threw): the members' streams still wait for
+      // them, so that what is freed or read on those streams afterwards is not in use (and a
+      // capture is joined again).
+      rejoin_quietly();
+      throw;
     }
   }
 
  private:
+  void rejoin_quietly() noexcept {
+    for (std::size_t i = 0; i < size(); ++i) {
+      try {
+        scoped_device on(devices_[i]);
+        ignore_cuda_error(cudaEventRecord(ready_[i].native_handle(), compute_[i].native_handle()));
+        ignore_cuda_error(
+            cudaStreamWaitEvent(members_[i].native_handle(), ready_[i].native_handle(), 0));
+      } catch (...) { // the device could not be made current: nothing more can be done for it
+      }
+    }
+  }
+
   template <class From, class To>
   void handoff(const std::vector<From>& from, const std::vector<To>& to) {
     for (std::size_t i = 0; i < size(); ++i) {

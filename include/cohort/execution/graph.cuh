@@ -23,6 +23,7 @@
 #pragma once
 
 #include "../devices/detail/nvtx.cuh"
+#include "../devices/scoped_device.cuh"
 #include "../errors/argument_error.cuh"
 #include "../errors/cuda_error.cuh"
 #include "../streams/event.cuh"
@@ -62,9 +63,15 @@ class group_graph {
                                            "nest. End that capture first.");
     group_graph g(group);
     const int device = g.origin_.device().get();
-    check_cuda(
-        cudaStreamBeginCapture(g.origin_.native_handle(), static_cast<cudaStreamCaptureMode>(mode)),
-        "cudaStreamBeginCapture (group_graph::capture)", device);
+    // The runtime calls on the graph run with the origin's device current: with none current,
+    // the runtime would make (and create) device 0's primary context. The work itself runs with
+    // the caller's current device.
+    {
+      scoped_device on(g.origin_.device());
+      check_cuda(cudaStreamBeginCapture(g.origin_.native_handle(),
+                                        static_cast<cudaStreamCaptureMode>(mode)),
+                 "cudaStreamBeginCapture (group_graph::capture)", device);
+    }
     cudaGraph_t graph = nullptr;
     try {
       g.fork();
@@ -73,11 +80,16 @@ class group_graph {
     } catch (...) {
       // End the capture so that no stream is left capturing, and drop what it made.
       (void)g.join_quietly();
-      if (cudaStreamEndCapture(g.origin_.native_handle(), &graph) == cudaSuccess && graph)
-        ignore_cuda_error(cudaGraphDestroy(graph));
-      (void)cudaGetLastError();
+      try {
+        scoped_device on(g.origin_.device());
+        if (cudaStreamEndCapture(g.origin_.native_handle(), &graph) == cudaSuccess && graph)
+          ignore_cuda_error(cudaGraphDestroy(graph));
+        (void)cudaGetLastError();
+      } catch (...) { // the device could not be made current: the work's own error goes on
+      }
       throw;
     }
+    scoped_device on(g.origin_.device());
     const cudaError_t ended = cudaStreamEndCapture(g.origin_.native_handle(), &graph);
     if (ended != cudaSuccess) {
       ignore_cuda_error(ended);
@@ -87,7 +99,13 @@ class group_graph {
                        "synchronisation, a call on a stream outside the group), or forked a "
                        "stream it did not join back.");
     }
-    const cudaError_t made = cudaGraphInstantiate(&g.exec_, graph, 0);
+    cudaError_t made = cudaSuccess;
+    {
+      // Instantiating loads the graph's kernels, which with lazy loading can wait for the kernels
+      // running on the device: in the launch order's lock, as every other load (launch_order.cuh).
+      const std::lock_guard lock(detail::multi_stream_launch_lock());
+      made = cudaGraphInstantiate(&g.exec_, graph, 0);
+    }
     ignore_cuda_error(cudaGraphDestroy(graph));
     check_cuda(made, "cudaGraphInstantiate (group_graph::capture)", device);
     return g;
@@ -179,7 +197,12 @@ class group_graph {
   }
 
   void destroy() noexcept {
-    if (exec_ != nullptr) ignore_cuda_error(cudaGraphExecDestroy(exec_));
+    if (exec_ == nullptr) return;
+    try {
+      scoped_device on(origin_.device());
+      ignore_cuda_error(cudaGraphExecDestroy(exec_));
+    } catch (...) { // the device could not be made current: the graph is left to the process
+    }
     exec_ = nullptr;
   }
 

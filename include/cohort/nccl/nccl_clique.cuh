@@ -11,12 +11,14 @@
 // the same size (partition::replicated makes such buffers). Work is enqueued on the members'
 // streams and returns at once. The collectives can be captured into a CUDA graph (fork the group's
 // streams from the capturing origin, call them, join) where the clique's calls are blocking (the
-// default); a bounded clique's collectives and `wait` refuse a capture with std::logic_error.
+// default); a bounded clique's collectives and `wait` refuse a capture with std::logic_error, and
+// so does any clique's collective whose members' streams are not all in one capture.
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
 #include "../devices/detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
+#include "../execution/detail/one_capture.cuh"
 #include "../execution/on_each.cuh"
 #include "collectives.cuh"
 
@@ -79,7 +81,8 @@ class nccl_clique {
 
 namespace detail {
 
-// Every rank's call is checked (stream, capture, aborted) before the group opens, so that nothing
+// Every rank's call is checked (stream, capture, aborted, every member's stream in one capture or
+// none) before the group opens, so that nothing
 // is posted for one rank when another's call would be refused; then `call(rank, shard index)` runs
 // for every member inside one NCCL group.
 template <class T, class F>
@@ -89,6 +92,10 @@ void on_every_rank(nccl_clique& nccl, const distributed_buffer<T>& stream_source
                          stream_source.shard(0).data.size_bytes(), nccl.size());
   for (std::size_t i = 0; i < nccl.size(); ++i)
     require_call(nccl.rank(i), stream_source.shard(i).stream, function);
+  // NCCL refuses a group whose communicators are partly captured only at ncclGroupEnd, after it
+  // has prepared the captured ranks' launches, with an error that names no rank.
+  require_one_capture(
+      nccl.size(), [&](std::size_t i) { return stream_source.shard(i).stream; }, function);
   nccl_group batch;
   for (std::size_t i = 0; i < nccl.size(); ++i)
     call(nccl.rank(i), i);
