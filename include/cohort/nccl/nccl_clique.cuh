@@ -90,12 +90,15 @@ void on_every_rank(nccl_clique& nccl, const distributed_buffer<T>& stream_source
                    std::string_view function, F&& call) {
   const nvtx_range range(function, "nccl %zu B/rank, %zu ranks",
                          stream_source.shard(0).data.size_bytes(), nccl.size());
-  for (std::size_t i = 0; i < nccl.size(); ++i)
-    require_call(nccl.rank(i), stream_source.shard(i).stream, function);
   // NCCL refuses a group whose communicators are partly captured only at ncclGroupEnd, after it
-  // has prepared the captured ranks' launches, with an error that names no rank.
+  // has prepared the captured ranks' launches, with an error that names no rank. Checked before
+  // require_call, which counts a capturing rank's graph as holding its communicator.
+  for (std::size_t i = 0; i < nccl.size(); ++i)
+    require_stream(stream_source.shard(i).stream, function);
   require_one_capture(
       nccl.size(), [&](std::size_t i) { return stream_source.shard(i).stream; }, function);
+  for (std::size_t i = 0; i < nccl.size(); ++i)
+    require_call(nccl.rank(i), stream_source.shard(i).stream, function);
   nccl_group batch;
   for (std::size_t i = 0; i < nccl.size(); ++i)
     call(nccl.rank(i), i);
