@@ -9,8 +9,9 @@
 // launcher's name for this run (launch_run_tag: mpirun's job, srun's step), so that a file an
 // earlier run left at that path is not read as this run's. Where the launcher names no run
 // (MPICH's mpiexec, RANK set by hand, torchrun without --rdzv-id or --standalone), remove the
-// file before starting, or use a path of its own for each run. Each process takes GPU (local rank mod visible GPUs). The same program runs
-// across nodes when the file is on a shared file system.
+// file before starting, or use a path of its own for each run. Each process takes GPU (local
+// rank mod visible GPUs). The same program runs across nodes when the file is on a shared file
+// system.
 #pragma once
 
 #include "../communication/launch_environment.cuh"

@@ -82,9 +82,8 @@ class nccl_clique {
 namespace detail {
 
 // Every rank's call is checked (stream, capture, aborted, every member's stream in one capture or
-// none) before the group opens, so that nothing
-// is posted for one rank when another's call would be refused; then `call(rank, shard index)` runs
-// for every member inside one NCCL group.
+// none) before the group opens, so that nothing is posted for one rank when another's call would
+// be refused; then `call(rank, shard index)` runs for every member inside one NCCL group.
 template <class T, class F>
 void on_every_rank(nccl_clique& nccl, const distributed_buffer<T>& stream_source,
                    std::string_view function, F&& call) {
