@@ -52,8 +52,6 @@ TEST_CASE("a unique id survives hex text and a file") {
                        doctest::Contains("not a hex digit"), std::invalid_argument);
 }
 
-// A time-out, as README promises of creation (a bootstrap's other ranks wait here for rank 0's
-// file): it was a plain std::runtime_error that `catch (const cohort::timeout_error&)` missed.
 // A time-out of milliseconds::max() ("wait as NCCL does") overflowed steady_clock's nanoseconds
 // and put every bounded wait's deadline in the past: the wait gave up at once.
 TEST_CASE("a time-out of milliseconds::max() waits for ever, not at once") {
@@ -88,6 +86,8 @@ TEST_CASE("a time-out of milliseconds::max() waits for ever, not at once") {
   CHECK(read == id.to_hex());
 }
 
+// A time-out, as README promises of creation (a bootstrap's other ranks wait here for rank 0's
+// file): it was a plain std::runtime_error that `catch (const cohort::timeout_error&)` missed.
 TEST_CASE("reading an id that never appears times out with advice, as a timeout_error") {
   CHECK_THROWS_WITH_AS(
       cohort::unique_id::read_file("no/such/cohort.id", std::chrono::milliseconds(50)),

@@ -28,7 +28,6 @@
 #pragma once
 
 #include "../devices/scoped_device.cuh"
-#include "../errors/cuda_error.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
 #include "device_group.cuh"
@@ -82,14 +81,14 @@ class chunk_pipeline {
   }
 
  private:
+  // handoff(compute_, members_) for every member that can still take it (one failing does not
+  // leave the others unjoined).
   void rejoin_quietly() noexcept {
     for (std::size_t i = 0; i < size(); ++i) {
       try {
-        scoped_device on(devices_[i]);
-        ignore_cuda_error(cudaEventRecord(ready_[i].native_handle(), compute_[i].native_handle()));
-        ignore_cuda_error(
-            cudaStreamWaitEvent(members_[i].native_handle(), ready_[i].native_handle(), 0));
-      } catch (...) { // the device could not be made current: nothing more can be done for it
+        ready_[i].record(compute_[i]);
+        members_[i].wait(ready_[i]);
+      } catch (...) { // nothing more can be done for this member
       }
     }
   }
