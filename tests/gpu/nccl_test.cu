@@ -930,3 +930,38 @@ TEST_CASE("a communicator destroyed while a graph holds its calls returns within
   // The communicator was left to the graph, not freed under it.
   CHECK(wrong_sums(group, y, in) == 0);
 }
+
+// NCCL's abort raises its abort flag and then waits until every graph that captured the
+// communicator is destroyed. Before, abort() (and a wait that timed out) waited for that forever:
+// the thread that would destroy the graph was the one waiting. The test destroys the graph after
+// the limit so that it fails instead of hanging.
+TEST_CASE("aborting a communicator a graph still holds returns at once, and new ones work after") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = every_gpu();
+  const std::size_t ranks = group.size(), n = 1000;
+  cohort::distributed_buffer<int> x(group, cohort::partition::replicated(n, ranks));
+  cohort::distributed_buffer<int> y(group, cohort::partition::replicated(n, ranks));
+  {
+    cohort::nccl_clique nccl(group, 60s);
+    cohort::all_reduce(nccl, x, y, cohort::sum);
+    nccl.wait(60s);
+    cohort::stream origin(group.device(0));
+    captured_graph graph(group, origin, cudaStreamCaptureModeGlobal,
+                         [&] { cohort::all_reduce(nccl, x, y, cohort::sum); });
+    const double took = seconds_to_destroy(
+        [&] {
+          for (std::size_t r = 0; r < ranks; ++r)
+            nccl.rank(r).abort();
+        },
+        20.0, [&] { graph.destroy(); }); // the old abort: it returns once the graph is gone
+    REQUIRE(took < 20.0);
+    for (std::size_t r = 0; r < ranks; ++r)
+      CHECK(nccl.rank(r).empty());
+  } // the graph goes, then the clique of aborted ranks
+  cohort::nccl_clique again(group, 60s);
+  const auto in = fresh_inputs(x, 41);
+  y.fill_bytes(cohort::testing::poison_byte);
+  cohort::all_reduce(again, x, y, cohort::sum);
+  again.wait(60s);
+  CHECK(wrong_sums(group, y, in) == 0);
+}

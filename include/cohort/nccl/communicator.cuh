@@ -141,8 +141,8 @@ class communicator : public communicator_ref {
   // Waits until the work enqueued so far on `stream` (collectives of this communicator among it)
   // is done. If NCCL reports an error, or `timeout` passes first, aborts the communicator (which
   // ends the stuck collective) and throws. Refuses (std::logic_error) a stream being captured:
-  // the wait would end the capture. Where a CUDA graph still holds the communicator, NCCL's abort
-  // (and so a wait that times out) blocks until that graph is destroyed (README).
+  // the wait would end the capture. Where a CUDA graph still holds the communicator, the abort
+  // frees it only once that graph is destroyed, on a thread of its own (README).
   void wait(stream_ref stream, std::chrono::milliseconds timeout = default_nccl_timeout) {
     wait_all(
         std::span<communicator>(this, 1), [&](std::size_t) { return stream; }, timeout,
@@ -203,8 +203,8 @@ class communicator : public communicator_ref {
   }
 
   // Ends every operation of this communicator at once and frees it; it cannot be used after.
-  // Where a CUDA graph still holds it, this blocks until that graph is destroyed (NCCL's abort
-  // waits for such graphs).
+  // Where a CUDA graph still holds it, it is freed once that graph is destroyed, on a thread of
+  // its own (NCCL's abort waits for such graphs); this returns at once either way.
   void abort() noexcept {
     if (state_) state_->abort();
     state_.reset();

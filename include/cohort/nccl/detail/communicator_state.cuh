@@ -80,8 +80,14 @@ class communicator_state {
   void strand() noexcept { stranded_.store(true, std::memory_order_release); }
 
   // Ends every operation at once and frees the communicator. True for the call that ended it.
+  //
+  // NCCL's abort raises the abort flag (the stuck kernels quit) and then waits until every graph
+  // that captured the communicator is destroyed, which the calling thread may be the one to do:
+  // while graphs hold it, the abort runs on a thread of its own, which frees the communicator once
+  // the last of them goes (or never, if they never go).
   bool abort() noexcept {
     if (ended_.exchange(true, std::memory_order_acq_rel)) return false;
+    if (graphs_->load(std::memory_order_acquire) > 0 && abort_apart()) return true;
     abort_handles();
     return true;
   }
@@ -110,9 +116,31 @@ class communicator_state {
 
  private:
   void abort_handles() noexcept {
-    if (handle_ != nullptr) (void)ncclCommAbort(handle_); // the shared flag ends the guard's work
-    if (guard_ != nullptr) (void)ncclCommAbort(guard_);
+    abort_pair(handle_, guard_);
     handle_ = guard_ = nullptr;
+  }
+  static void abort_pair(ncclComm_t handle, ncclComm_t guard) noexcept {
+    if (handle != nullptr) (void)ncclCommAbort(handle); // the shared flag ends the guard's work
+    if (guard != nullptr) (void)ncclCommAbort(guard);
+  }
+
+  // abort_handles on a detached thread, with the communicator's device current there (a thread
+  // with none would make device 0's primary context). False where no thread could be started.
+  bool abort_apart() noexcept {
+    try {
+      std::thread([handle = handle_, guard = guard_, device = device_] {
+        try {
+          scoped_device on(device);
+          abort_pair(handle, guard);
+        } catch (...) { // the device could not be made current: NCCL makes its own current
+          abort_pair(handle, guard);
+        }
+      }).detach();
+    } catch (...) {
+      return false;
+    }
+    handle_ = guard_ = nullptr;
+    return true;
   }
 
   // Finalize (flush posted work) and destroy; false, with nothing freed that abort_handles would
