@@ -12,6 +12,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <exception>
 #include <string_view>
 #include <vector>
 
@@ -71,19 +72,29 @@ inline void wait_made(const std::vector<ncclComm_t>& made, const std::vector<ran
 
 // Runs `post(i, &made[i])` (an NCCL call that makes a communicator) for every rank in one NCCL
 // group, rank i's device current: one thread drives every rank of a clique. On an error aborts
-// what was made and throws.
+// what was made and throws. The group is closed on every path: one left open would take this
+// thread's later NCCL calls into it.
 template <class Post>
 std::vector<ncclComm_t> post_together(const std::vector<rank_of>& ranks, Post&& post,
                                       std::string_view what) {
   std::vector<ncclComm_t> made(ranks.size(), nullptr);
   check_nccl(ncclGroupStart(), "ncclGroupStart");
   ncclResult_t started = ncclSuccess;
-  for (std::size_t i = 0; i < ranks.size() && started == ncclSuccess; ++i) {
-    scoped_device on(ranks[i].device);
-    started = post(i, &made[i]);
+  std::exception_ptr thrown; // by scoped_device (a device that cannot be made current) or `post`
+  for (std::size_t i = 0; i < ranks.size() && started == ncclSuccess && !thrown; ++i) {
+    try {
+      scoped_device on(ranks[i].device);
+      started = post(i, &made[i]);
+    } catch (...) {
+      thrown = std::current_exception();
+    }
     if (started == ncclInProgress) started = ncclSuccess;
   }
   const ncclResult_t ended = ncclGroupEnd();
+  if (thrown) {
+    abort_all(made);
+    std::rethrow_exception(thrown);
+  }
   if (started != ncclSuccess || (ended != ncclSuccess && ended != ncclInProgress)) {
     abort_all(made);
     throw nccl_error(started != ncclSuccess ? started : ended, what, ranks[0].device.get(),
