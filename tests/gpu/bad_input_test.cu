@@ -208,6 +208,13 @@ struct as_is {
 
 // --- devices, streams, events, groups, buffers, algorithms --------------------------------------
 
+// An emulated group of two, moved into another that the scene also keeps.
+cohort::device_group& moved_from(scene& s) {
+  auto& old = s.make<cohort::device_group>(cohort::device_group::emulated(device_ref{0}, 2));
+  (void)s.make<cohort::device_group>(std::move(old));
+  return old;
+}
+
 const bad_input basics[] = {
     {"bad input: a stream on a device out of range", 1, "stream", "device", "out of range",
      [](scene&) -> refused_call {
@@ -233,6 +240,24 @@ const bad_input basics[] = {
     {"bad input: a group with a device out of range", 1, "device_group", "devices", "out of range",
      [](scene&) -> refused_call {
        return [] { cohort::device_group g({device_ref{0}, device_ref{cohort::device_count()}}); };
+     }},
+    {"bad input: a distributed_buffer over a group moved from", 1, "distributed_buffer", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] { cohort::distributed_buffer<int> x(old, 10); };
+     }},
+    {"bad input: a graph captured over a group moved from", 1, "group_graph::capture", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] { (void)cohort::group_graph::capture(old, [] {}); };
+     }},
+    {"bad input: a balancer over a group moved from", 1, "adaptive_balancer", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] { cohort::adaptive_balancer balancer(old); };
      }},
     {"bad input: an emulated group of no devices", 1, "device_group::emulated", "n", "",
      [](scene&) -> refused_call {

@@ -456,7 +456,9 @@ TEST_CASE("group_graph refuses a nested capture and can be moved and destroyed w
   auto group = cohort::testing::group_of(2);
   CHECK_THROWS_WITH_AS(cohort::group_graph::capture(
                            group, [&] { (void)cohort::group_graph::capture(group, [] {}); }),
-                       doctest::Contains("do not nest"), std::invalid_argument);
+                       doctest::Contains("member 0 (device 0)'s stream is already being "
+                                         "captured; captures do not nest"),
+                       std::invalid_argument);
   // The failed capture left no stream capturing: a direct call works.
   cohort::distributed_buffer<int> x(group, 1000);
   x.fill_bytes(0);

@@ -51,11 +51,13 @@ class distributed_buffer {
 
   // `n` uninitialized elements split evenly over `group`.
   distributed_buffer(const device_group& group, std::size_t n)
-      : distributed_buffer(group, partition::even(n, group.size())) {}
+      : distributed_buffer(group,
+                           partition::even(n, detail::members_of(group, "distributed_buffer"))) {}
 
   // Elements split over `group` as `split` says; it must have one part per member.
   distributed_buffer(const device_group& group, partition split)
       : split_(std::move(split)) {
+    detail::members_of(group, "distributed_buffer");
     if (split_.parts() != group.size())
       detail::throw_invalid_argument(
           "distributed_buffer", "split",

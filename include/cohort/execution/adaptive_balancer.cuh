@@ -35,7 +35,7 @@ namespace cohort {
 class adaptive_balancer {
  public:
   explicit adaptive_balancer(const device_group& group, double smoothing = 0.5)
-      : weights_(group.size(), smoothing) {
+      : weights_(detail::members_of(group, "adaptive_balancer"), smoothing) {
     for (std::size_t i = 0; i < group.size(); ++i) {
       starts_.emplace_back(group.device(i), event::timing::on);
       stops_.emplace_back(group.device(i), event::timing::on);
@@ -91,6 +91,7 @@ class adaptive_balancer {
  private:
   void require_group(const device_group& group, std::string_view function,
                      std::string_view argument) const {
+    detail::members_of(group, function, argument);
     bool same = group.size() == streams_.size();
     for (std::size_t k = 0; same && k < group.size(); ++k)
       same = group.stream(k) == streams_[k];

@@ -245,6 +245,16 @@ class device_group {
 
 namespace detail {
 
+// A group moved from has no members (a group made has at least one): the calls that take a group
+// check this first, so that the error names them, not a partition or a vector's index.
+inline std::size_t members_of(const device_group& group, std::string_view function,
+                              std::string_view argument = "group") {
+  if (group.size() == 0)
+    throw_invalid_argument(function, argument,
+                           "has no members: it was moved from. Use the group it was moved into.");
+  return group.size();
+}
+
 // Refuses, naming `function`, work that cannot be captured when any member's stream is being
 // captured into a graph; nothing is enqueued. `instead` says what to use.
 inline void refuse_capture(const device_group& group, std::string_view function,

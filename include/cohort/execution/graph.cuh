@@ -55,12 +55,14 @@ class group_graph {
   static group_graph capture(device_group& group, Work&& work,
                              capture_mode mode = capture_mode::global) {
     const detail::nvtx_range range("group_graph::capture", "%zu members", group.size());
+    detail::members_of(group, "group_graph::capture");
     for (std::size_t i = 0; i < group.size(); ++i)
       if (group.stream(i).is_capturing())
         detail::throw_invalid_argument("group_graph::capture", "group",
-                                       "member " + std::to_string(i) +
-                                           "'s stream is already being captured; captures do not "
-                                           "nest. End that capture first.");
+                                       "member " + std::to_string(i) + " (device " +
+                                           std::to_string(group.device(i).get()) +
+                                           ")'s stream is already being captured; captures do "
+                                           "not nest. End that capture first.");
     group_graph g(group);
     const int device = g.origin_.device().get();
     // The runtime calls on the graph run with the origin's device current: with none current,
