@@ -271,9 +271,14 @@ if ((sanitize)); then
       ${files[@]+"${files[@]}"} ${case_args[@]+"${case_args[@]}"}
   }
   # gather HEADER NAME: appends a background pass's failure (NAME.out) and log (NAME.log) to
-  # sanitizer.log under HEADER, and removes both.
+  # sanitizer.log under HEADER, and removes both. A crash's stack (COHORT_TEST_BACKTRACE) gets
+  # the program's frames resolved: whether the crash is in cohort's code, the test's or the
+  # tool's (session 15's racecheck crash was the tool's: no frame of the program).
   gather() {
-    { echo "## $1"; grep -A40 "^!!" "$out/$2.out"; cat "$out/$2.log"; } >>"$out/sanitizer.log"
+    { echo "## $1"; grep -A40 "^!!" "$out/$2.out"; cat "$out/$2.log"
+      grep -ohE 'gpu_tests\(\+0x[0-9a-f]+\)' "$out/$2.out" "$out/$2.log" | grep -oE '0x[0-9a-f]+' |
+        xargs -r addr2line -C -f -p -e build/tests/gpu/gpu_tests | sed 's/^/== frame: /'
+    } >>"$out/sanitizer.log"
     rm -f "$out/$2.out" "$out/$2.log"
   }
   if [[ -n $split_cases ]]; then
