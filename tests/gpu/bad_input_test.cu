@@ -391,6 +391,18 @@ const bad_input nccl[] = {
                                             device_ref{cohort::device_count()});
        };
      }},
+    {"bad input: an NCCL clique over a group moved from", 1, "nccl_clique", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] { cohort::nccl_clique clique(old); };
+     }},
+    {"bad input: NCCL communicators over a group moved from", 1, "communicator::create_clique",
+     "group", "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] { (void)cohort::communicator::create_clique(old); };
+     }},
     {"bad input: an NCCL clique over an emulated group", 1, "communicator::create_clique", "group",
      "NCCL refuses two ranks on one GPU",
      [](scene& s) -> refused_call {
@@ -641,6 +653,12 @@ const bad_input p2p[] = {
        for (std::size_t i = 0; i < 2; ++i)
          send.emplace_back(out[i].data() + 64 * (1 - i), 64);
        return [&] { cohort::all_gather(peers, send, out); };
+     }},
+    {"bad input: a p2p clique over a group moved from", 1, "p2p_clique", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] { cohort::p2p_clique peers(old); };
      }},
     {"bad input: a p2p clique of more than eight members", 1, "p2p_clique", "group", "at most 8",
      [](scene& s) -> refused_call {

@@ -131,19 +131,17 @@ TEST_CASE("an id file is tagged with its run: a file an earlier run left is wait
 
 // A rank whose device cannot be made current (scoped_device throws), or whose NCCL call throws,
 // used to leave this thread's NCCL group open: every later NCCL call of the thread went into it.
-// Runs without a GPU: NCCL's group calls and its abort of a null communicator need none.
+// Runs without a GPU (NCCL's group calls and its abort of a null communicator need none), where
+// making device 0 current throws; with one, rank 1's call throws inside the group.
 TEST_CASE("making communicators together closes their NCCL group when a rank's call throws") {
   const std::vector<cohort::detail::rank_of> ranks{{nullptr, cohort::device_ref{0}, 0, 2},
                                                    {nullptr, cohort::device_ref{0}, 1, 2}};
-  int posted = 0;
   CHECK_THROWS(cohort::detail::post_together(
       ranks,
       [&](std::size_t i, ncclComm_t*) -> ncclResult_t {
-        ++posted;
         if (i == 1) throw std::runtime_error("rank 1's call failed");
         return ncclSuccess;
       },
       "test"));
-  CHECK(posted <= 2);
   CHECK(ncclGroupEnd() == ncclInvalidUsage); // no group is left open
 }

@@ -135,6 +135,12 @@ class device_group {
     streams_ = std::move(other.streams_);
     member_events_ = std::move(other.member_events_);
     origin_events_ = std::move(other.origin_events_);
+    // Left with no members (what members_of tests), whatever the vectors' moves leave behind.
+    other.origin_events_.clear();
+    other.member_events_.clear();
+    other.streams_.clear();
+    other.sm_shares_.clear();
+    other.devices_.clear();
     return *this;
   }
   device_group(const device_group&) = delete;

@@ -28,6 +28,7 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <span>
@@ -58,6 +59,7 @@ class communicator : public communicator_ref {
   static std::vector<communicator>
   create_clique(const device_group& group, std::chrono::milliseconds timeout = default_nccl_timeout,
                 nccl_calls calls = nccl_calls::blocking) {
+    detail::members_of(group, "communicator::create_clique");
     if (group.is_emulated() && group.size() > 1)
       detail::throw_invalid_argument(
           "communicator::create_clique", "group",
@@ -142,7 +144,7 @@ class communicator : public communicator_ref {
   // is done. If NCCL reports an error, or `timeout` passes first, aborts the communicator (which
   // ends the stuck collective) and throws. Refuses (std::logic_error) a stream being captured:
   // the wait would end the capture. Where a CUDA graph still holds the communicator, the abort
-  // frees it only once that graph is destroyed, on a thread of its own (README).
+  // frees it only once that graph is destroyed, on a thread of its own (see abort, README).
   void wait(stream_ref stream, std::chrono::milliseconds timeout = default_nccl_timeout) {
     wait_all(
         std::span<communicator>(this, 1), [&](std::size_t) { return stream; }, timeout,
@@ -199,12 +201,15 @@ class communicator : public communicator_ref {
     int rank = 0, size = 0;
     check_nccl(ncclCommUserRank(handle, &rank), "ncclCommUserRank", device.get());
     check_nccl(ncclCommCount(handle, &size), "ncclCommCount", device.get(), rank);
-    return communicator({handle, nullptr}, rank, size, device, timeout, calls);
+    return communicator({handle, nullptr}, rank, size, device, timeout, calls,
+                        std::make_shared<std::atomic<int>>(0));
   }
 
   // Ends every operation of this communicator at once and frees it; it cannot be used after.
-  // Where a CUDA graph still holds it, it is freed once that graph is destroyed, on a thread of
-  // its own (NCCL's abort waits for such graphs); this returns at once either way.
+  // Where a CUDA graph still holds it (or a rank made with it in this process), it is freed once
+  // those graphs are destroyed, on a thread of its own (NCCL's abort waits for them); this returns
+  // at once either way (unless no thread can be started). A graph of an aborted communicator must
+  // not be replayed: its NCCL kernels quit at once, leaving their outputs unwritten.
   void abort() noexcept {
     if (state_) state_->abort();
     state_.reset();
@@ -216,9 +221,11 @@ class communicator : public communicator_ref {
 
  private:
   communicator(detail::made_rank made, int rank, int size, device_ref device,
-               std::chrono::milliseconds timeout, nccl_calls calls)
-      : communicator_ref(std::make_shared<detail::communicator_state>(
-                             made.handle, made.guard, calls == nccl_calls::bounded, device),
+               std::chrono::milliseconds timeout, nccl_calls calls,
+               std::shared_ptr<std::atomic<int>> held)
+      : communicator_ref(std::make_shared<detail::communicator_state>(made.handle, made.guard,
+                                                                      calls == nccl_calls::bounded,
+                                                                      device, std::move(held)),
                          rank, size, device, timeout)
       , calls_(calls) {}
 
@@ -234,15 +241,18 @@ class communicator : public communicator_ref {
   }
 
   // Owners for ranks NCCL has made; on running out of memory, the ones not yet owned are aborted.
+  // Ranks made together in this process share one count of the graphs that hold any of them:
+  // NCCL frees such ranks together, and whichever of them ends last waits for all their graphs.
   static std::vector<communicator> adopt_made(const std::vector<detail::made_rank>& made,
                                               const std::vector<detail::rank_of>& ranks,
                                               std::chrono::milliseconds timeout, nccl_calls calls) {
     std::vector<communicator> owners;
     try {
       owners.reserve(made.size());
+      auto held = std::make_shared<std::atomic<int>>(0);
       for (std::size_t i = 0; i < made.size(); ++i)
-        owners.push_back(
-            communicator(made[i], ranks[i].rank, ranks[i].size, ranks[i].device, timeout, calls));
+        owners.push_back(communicator(made[i], ranks[i].rank, ranks[i].size, ranks[i].device,
+                                      timeout, calls, held));
     } catch (...) {
       for (std::size_t i = owners.size(); i < made.size(); ++i)
         detail::abort_all({made[i].handle, made[i].guard});

@@ -31,7 +31,7 @@ class nccl_clique {
   explicit nccl_clique(const device_group& group,
                        std::chrono::milliseconds timeout = default_nccl_timeout,
                        nccl_calls calls = nccl_calls::blocking)
-      : devices_(group.devices())
+      : devices_((detail::members_of(group, "nccl_clique"), group.devices()))
       , ranks_(communicator::create_clique(group, timeout, calls)) {
     for (std::size_t i = 0; i < group.size(); ++i)
       streams_.push_back(group.stream(i));

@@ -99,7 +99,7 @@ class p2p_clique {
   // Every member of `group` must reach every other's memory directly: peer access is enabled
   // here (and refused, naming the pair, where the hardware has no peer path).
   explicit p2p_clique(const device_group& group, p2p_clique_options options = {})
-      : devices_(group.devices())
+      : devices_((detail::members_of(group, "p2p_clique"), group.devices()))
       , emulated_(group.is_emulated())
       , options_(checked(options)) {
     if (group.size() > static_cast<std::size_t>(detail::p2p::max_ranks))

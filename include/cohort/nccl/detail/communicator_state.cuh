@@ -29,12 +29,16 @@ class communicator_state {
   // non-blocking communicator it was split from with splitShare, so that the two share NCCL's
   // streams and abort flag. Finalizing the guard can be polled against a deadline, and aborting
   // it ends the blocking one's stuck kernels too: that is what bounds the blocking one's end.
-  communicator_state(ncclComm_t handle, ncclComm_t guard, bool bounded_calls,
-                     device_ref device) noexcept
+  // `held` counts the graphs that hold this communicator or a rank made with it in this process
+  // (see graphs_).
+  communicator_state(
+      ncclComm_t handle, ncclComm_t guard, bool bounded_calls, device_ref device,
+      std::shared_ptr<std::atomic<int>> held = std::make_shared<std::atomic<int>>(0)) noexcept
       : handle_(handle)
       , guard_(guard)
       , bounded_calls_(bounded_calls)
-      , device_(device) {}
+      , device_(device)
+      , graphs_(std::move(held)) {}
   communicator_state(const communicator_state&) = delete;
   communicator_state& operator=(const communicator_state&) = delete;
   ~communicator_state() { end(std::chrono::milliseconds(0)); }
@@ -81,10 +85,11 @@ class communicator_state {
 
   // Ends every operation at once and frees the communicator. True for the call that ended it.
   //
-  // NCCL's abort raises the abort flag (the stuck kernels quit) and then waits until every graph
-  // that captured the communicator is destroyed, which the calling thread may be the one to do:
-  // while graphs hold it, the abort runs on a thread of its own, which frees the communicator once
-  // the last of them goes (or never, if they never go).
+  // NCCL's abort raises the abort flag (the stuck kernels quit) and then, in the last of the
+  // process's ranks of the communicator to end, waits until every graph that captured any of them
+  // is destroyed, which the calling thread may be the one to do: while graphs hold it or such a
+  // rank, the abort runs on a thread of its own, which frees the communicator once they are gone
+  // and every such rank has ended (or never, if they never go).
   bool abort() noexcept {
     if (ended_.exchange(true, std::memory_order_acq_rel)) return false;
     if (graphs_->load(std::memory_order_acquire) > 0 && abort_apart()) return true;
@@ -96,9 +101,9 @@ class communicator_state {
   // work does not finish in time (a peer that never comes) or NCCL reports an error. Never
   // throws.
   //
-  // A communicator that graphs still hold when the time-out has passed is left to them, neither
-  // finalized nor aborted (either would wait for the graphs): it stays usable by their replays
-  // and is never freed.
+  // A communicator that graphs still hold (it, or a rank made with it in this process) when the
+  // time-out has passed is left to them, neither finalized nor aborted (either could wait for the
+  // graphs): it stays usable by their replays and is never freed.
   void end(std::chrono::milliseconds timeout) noexcept {
     if (ended_.exchange(true, std::memory_order_acq_rel)) return;
     const auto deadline = deadline_after(timeout);
@@ -181,8 +186,10 @@ class communicator_state {
   std::atomic<bool> stranded_{false};
   std::mutex capture_mutex_;
   unsigned long long last_capture_ = 0; // capture ids start at 1
-  // Live graphs holding the communicator; shared with their user objects, which may outlive this.
-  std::shared_ptr<std::atomic<int>> graphs_ = std::make_shared<std::atomic<int>>(0);
+  // Live graphs holding the communicator or a rank made with it in this process (NCCL frees those
+  // ranks together, the last to end waiting for every one's graphs); shared with those ranks and
+  // with the graphs' user objects, which may outlive this.
+  std::shared_ptr<std::atomic<int>> graphs_;
 };
 
 } // namespace cohort::detail

@@ -78,6 +78,11 @@ template <class Post>
 std::vector<ncclComm_t> post_together(const std::vector<rank_of>& ranks, Post&& post,
                                       std::string_view what) {
   std::vector<ncclComm_t> made(ranks.size(), nullptr);
+  // Every device made current once first: a rank whose device cannot be is refused before any
+  // rank posts. Inside the group, ranks posted before a failure would wait for the others in
+  // NCCL's bootstrap (a blocking parent's split cannot be aborted from here).
+  for (const rank_of& rank : ranks)
+    scoped_device on(rank.device);
   check_nccl(ncclGroupStart(), "ncclGroupStart");
   ncclResult_t started = ncclSuccess;
   std::exception_ptr thrown; // by scoped_device (a device that cannot be made current) or `post`
