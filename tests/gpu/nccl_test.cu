@@ -545,6 +545,45 @@ TEST_CASE("destroying a blocking communicator whose collective a peer never join
   CHECK(out == twice);
 }
 
+// Two cliques, a rank of each stuck in a collective its peer never joins (A's on GPU 0, B's on
+// GPU 1). Before, ranks ended in turn took a time-out each (an nccl_clique's too): ended together
+// they take one for all. The test lets the peers join after the limit, so that it fails instead of
+// waiting out every time-out.
+TEST_CASE("stuck ranks ended together take one time-out for all, not one each") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  cohort::device_group group(
+      std::vector<cohort::device_ref>{cohort::device_ref{0}, cohort::device_ref{1}});
+  const auto timeout = 8s;
+  auto a = cohort::communicator::create_clique(group, timeout);
+  auto b = cohort::communicator::create_clique(group, timeout);
+  cohort::distributed_buffer<float> x(group, cohort::partition::replicated(1 << 16, 2));
+  x.fill_bytes(0);
+  for (auto* ranks : {&a, &b}) { // connects the peers, so that one rank's call alone returns
+    {
+      cohort::nccl_group both;
+      for (int r = 0; r < 2; ++r)
+        cohort::all_reduce((*ranks)[r], x.shard(r).data, cohort::sum, group.stream(r));
+    }
+    cohort::communicator::wait_all(
+        *ranks, [&](std::size_t i) { return group.stream(i); }, 60s, "test");
+  }
+  cohort::all_reduce(a[0], x.shard(0).data, cohort::sum, group.stream(0)); // a[1] never comes
+  cohort::all_reduce(b[1], x.shard(1).data, cohort::sum, group.stream(1)); // b[0] never comes
+  std::vector<cohort::communicator> stuck;
+  stuck.push_back(std::move(a[0]));
+  stuck.push_back(std::move(b[1]));
+  const double took = seconds_to_destroy(
+      [&] { cohort::communicator::end_together(stuck); }, 8.0 + 6.0,
+      [&] { // the old way, a time-out each: a[0] was aborted, b[1] still waits; let b[0] join
+        cohort::all_reduce(b[0], x.shard(0).data, cohort::sum, group.stream(0));
+      });
+  CHECK(took < 8.0 + 6.0);
+  CHECK(took >= 7.9); // the first rank waited for its collective
+  for (const cohort::communicator& c : stuck)
+    CHECK(c.empty());
+  group.synchronize(); // the aborted collectives have left the streams
+}
+
 // An exception inside a user's nccl_group posts rank 0's call without rank 1's: the communicators
 // are aborted at once when destroyed, not after their time-out.
 TEST_CASE("communicators left with a group an exception ended are aborted at once when destroyed") {

@@ -4,9 +4,10 @@
 // non-blocking with a timeout: if a peer never joins, the creating call throws `timeout_error`
 // naming the rank and the time instead of hanging. `wait` bounds a collective the same way, and an
 // asynchronous NCCL error aborts the communicator and raises; a new one can be made afterwards.
-// Destroying it is bounded by its time-out too: posted work that never finishes (a peer that died
-// or never joined) is aborted. How its later calls behave is chosen at creation (`nccl_calls`):
-// as fast as raw NCCL (blocking, the default) or each bounded by the time-out (bounded).
+// Destroying it is bounded by its time-out too (ranks driven from one thread: end_together bounds
+// them all by one): posted work that never finishes (a peer that died or never joined) is
+// aborted. How its later calls behave is chosen at creation (`nccl_calls`): as fast as raw NCCL
+// (blocking, the default) or each bounded by the time-out (bounded).
 //
 //   // one process per GPU (see bootstrap.cuh for the launcher's environment):
 //   auto comm = cohort::communicator::create(id, world_size, rank, cohort::device_ref{local_rank});
@@ -28,6 +29,7 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -134,7 +136,7 @@ class communicator : public communicator_ref {
     }
     return adopt_made(
         detail::with_twins(made, ranks, calls == nccl_calls::blocking, deadline, timeout, what),
-        ranks, timeout, calls);
+        ranks, timeout, calls, colors); // a color is a communicator of its own
   }
 
   // How this communicator's calls behave.
@@ -143,8 +145,9 @@ class communicator : public communicator_ref {
   // Waits until the work enqueued so far on `stream` (collectives of this communicator among it)
   // is done. If NCCL reports an error, or `timeout` passes first, aborts the communicator (which
   // ends the stuck collective) and throws. Refuses (std::logic_error) a stream being captured:
-  // the wait would end the capture. Where a CUDA graph still holds the communicator, the abort
-  // frees it only once that graph is destroyed, on a thread of its own (see abort, README).
+  // the wait would end the capture. Where CUDA graphs still hold the communicator (or a rank made
+  // with it in this process), the abort frees it only once they are destroyed, on a thread of its
+  // own (see abort, README).
   void wait(stream_ref stream, std::chrono::milliseconds timeout = default_nccl_timeout) {
     wait_all(
         std::span<communicator>(this, 1), [&](std::size_t) { return stream; }, timeout,
@@ -191,6 +194,23 @@ class communicator : public communicator_ref {
     }
   }
 
+  // Ends (as destruction does) ranks driven from one thread within one time-out for all, each its
+  // own from the same start, where destroying them in turn could take one time-out each: what
+  // ~nccl_clique does; for the ranks of create_clique, before they go. Leaves them empty.
+  static void end_together(std::span<communicator> ranks) noexcept {
+    const auto start = std::chrono::steady_clock::now();
+    for (communicator& c : ranks) {
+      if (!c.state_) continue;
+      const auto deadline = detail::deadline_after(c.timeout_, start);
+      const auto now = std::chrono::steady_clock::now();
+      c.state_->end(deadline > now
+                        ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)
+                        : std::chrono::milliseconds(0));
+      c.state_.reset();
+      c.handle_ = nullptr;
+    }
+  }
+
   // Takes ownership of a communicator NCCL made (rank, size and device as NCCL says); `calls`
   // says how it was configured. An adopted blocking communicator has no guard to bound its end:
   // its destruction waits for its work as ncclCommFinalize does; adopt non-blocking ones where
@@ -207,8 +227,9 @@ class communicator : public communicator_ref {
 
   // Ends every operation of this communicator at once and frees it; it cannot be used after.
   // Where a CUDA graph still holds it (or a rank made with it in this process), it is freed once
-  // those graphs are destroyed, on a thread of its own (NCCL's abort waits for them); this returns
-  // at once either way (unless no thread can be started). A graph of an aborted communicator must
+  // those graphs are destroyed and every such rank has been destroyed or aborted, on a thread of
+  // its own (NCCL's abort waits for them); this returns at once either way (unless no thread can
+  // be started). A graph of an aborted communicator must
   // not be replayed: its NCCL kernels quit at once, leaving their outputs unwritten.
   void abort() noexcept {
     if (state_) state_->abort();
@@ -222,10 +243,10 @@ class communicator : public communicator_ref {
  private:
   communicator(detail::made_rank made, int rank, int size, device_ref device,
                std::chrono::milliseconds timeout, nccl_calls calls,
-               std::shared_ptr<std::atomic<int>> held)
+               std::shared_ptr<std::atomic<int>> family)
       : communicator_ref(std::make_shared<detail::communicator_state>(made.handle, made.guard,
                                                                       calls == nccl_calls::bounded,
-                                                                      device, std::move(held)),
+                                                                      device, std::move(family)),
                          rank, size, device, timeout)
       , calls_(calls) {}
 
@@ -241,18 +262,26 @@ class communicator : public communicator_ref {
   }
 
   // Owners for ranks NCCL has made; on running out of memory, the ones not yet owned are aborted.
-  // Ranks made together in this process share one count of the graphs that hold any of them:
-  // NCCL frees such ranks together, and whichever of them ends last waits for all their graphs.
+  // Ranks of one NCCL communicator made together in this process (one `families` value each; all
+  // one family where it is empty) share one count of the graphs that hold any of them: NCCL frees
+  // such ranks together, the last of them to end waiting for all their graphs.
   static std::vector<communicator> adopt_made(const std::vector<detail::made_rank>& made,
                                               const std::vector<detail::rank_of>& ranks,
-                                              std::chrono::milliseconds timeout, nccl_calls calls) {
+                                              std::chrono::milliseconds timeout, nccl_calls calls,
+                                              const std::vector<int>& families = {}) {
     std::vector<communicator> owners;
     try {
       owners.reserve(made.size());
-      auto held = std::make_shared<std::atomic<int>>(0);
-      for (std::size_t i = 0; i < made.size(); ++i)
+      std::vector<std::pair<int, std::shared_ptr<std::atomic<int>>>> counts;
+      for (std::size_t i = 0; i < made.size(); ++i) {
+        const int family = families.empty() ? 0 : families[i];
+        auto found = std::find_if(counts.begin(), counts.end(),
+                                  [&](const auto& c) { return c.first == family; });
+        if (found == counts.end())
+          found = counts.insert(counts.end(), {family, std::make_shared<std::atomic<int>>(0)});
         owners.push_back(communicator(made[i], ranks[i].rank, ranks[i].size, ranks[i].device,
-                                      timeout, calls, held));
+                                      timeout, calls, found->second));
+      }
     } catch (...) {
       for (std::size_t i = owners.size(); i < made.size(); ++i)
         detail::abort_all({made[i].handle, made[i].guard});

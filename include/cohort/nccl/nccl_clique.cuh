@@ -22,6 +22,7 @@
 #include "../execution/on_each.cuh"
 #include "collectives.cuh"
 
+#include <utility>
 #include <vector>
 
 namespace cohort {
@@ -36,6 +37,19 @@ class nccl_clique {
     for (std::size_t i = 0; i < group.size(); ++i)
       streams_.push_back(group.stream(i));
   }
+
+  // Its ranks end within one time-out for all, not one each (communicator::end_together).
+  nccl_clique(nccl_clique&&) noexcept = default;
+  nccl_clique& operator=(nccl_clique&& other) noexcept {
+    if (this != &other) {
+      communicator::end_together(ranks_);
+      devices_ = std::move(other.devices_);
+      streams_ = std::move(other.streams_);
+      ranks_ = std::move(other.ranks_);
+    }
+    return *this;
+  }
+  ~nccl_clique() { communicator::end_together(ranks_); }
 
   // The clique keeps its members' devices and streams, not the group: a group may move (a
   // std::vector<device_group> that grows) while its streams, which the clique runs on, stay.

@@ -23,22 +23,31 @@
 
 namespace cohort::detail {
 
+// Counts of the live CUDA graphs that hold a communicator: its own (NCCL's finalize of it waits
+// for those), and its family's, the ranks of one NCCL communicator made together in this process
+// (NCCL frees those ranks together: the last of them destroyed or aborted waits for every one's
+// graphs). The graphs' user objects share them, and may outlive the communicator.
+struct graph_holds {
+  std::shared_ptr<std::atomic<int>> own;
+  std::shared_ptr<std::atomic<int>> family;
+};
+
 class communicator_state {
  public:
   // `handle` is what the user's calls use. A blocking communicator also has a `guard`: the
   // non-blocking communicator it was split from with splitShare, so that the two share NCCL's
   // streams and abort flag. Finalizing the guard can be polled against a deadline, and aborting
   // it ends the blocking one's stuck kernels too: that is what bounds the blocking one's end.
-  // `held` counts the graphs that hold this communicator or a rank made with it in this process
-  // (see graphs_).
-  communicator_state(
-      ncclComm_t handle, ncclComm_t guard, bool bounded_calls, device_ref device,
-      std::shared_ptr<std::atomic<int>> held = std::make_shared<std::atomic<int>>(0)) noexcept
+  // `family` is shared by the ranks made together with this one (see graph_holds); null: none.
+  // Throws std::bad_alloc (the caller aborts what it has not handed to an owner yet).
+  communicator_state(ncclComm_t handle, ncclComm_t guard, bool bounded_calls, device_ref device,
+                     std::shared_ptr<std::atomic<int>> family = nullptr)
       : handle_(handle)
       , guard_(guard)
       , bounded_calls_(bounded_calls)
       , device_(device)
-      , graphs_(std::move(held)) {}
+      , holds_{std::make_shared<std::atomic<int>>(0),
+               family ? std::move(family) : std::make_shared<std::atomic<int>>(0)} {}
   communicator_state(const communicator_state&) = delete;
   communicator_state& operator=(const communicator_state&) = delete;
   ~communicator_state() { end(std::chrono::milliseconds(0)); }
@@ -56,26 +65,31 @@ class communicator_state {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     unsigned long long id = 0;
     cudaGraph_t graph = nullptr;
+    const int device = stream.device().get();
     check_cuda(cudaStreamGetCaptureInfo(stream.native_handle(), &status, &id, &graph),
-               "cudaStreamGetCaptureInfo", stream.device().get());
+               "cudaStreamGetCaptureInfo", device);
     if (status != cudaStreamCaptureStatusActive || graph == nullptr) return;
     std::lock_guard<std::mutex> lock(capture_mutex_);
     if (id == last_capture_) return;
-    auto* held = new std::shared_ptr<std::atomic<int>>(graphs_);
+    auto* held = new graph_holds(holds_);
     cudaUserObject_t object = nullptr;
     const cudaError_t made = cudaUserObjectCreate(
         &object, held,
         [](void* p) {
-          auto* count = static_cast<std::shared_ptr<std::atomic<int>>*>(p);
-          (*count)->fetch_sub(1, std::memory_order_acq_rel);
-          delete count;
+          auto* counts = static_cast<graph_holds*>(p);
+          counts->own->fetch_sub(1, std::memory_order_acq_rel);
+          counts->family->fetch_sub(1, std::memory_order_acq_rel);
+          delete counts;
         },
         1, cudaUserObjectNoDestructorSync);
     if (made != cudaSuccess) delete held;
-    check_cuda(made, "cudaUserObjectCreate", stream.device().get());
-    graphs_->fetch_add(1, std::memory_order_acq_rel);
-    check_cuda(cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove),
-               "cudaGraphRetainUserObject", stream.device().get());
+    check_cuda(made, "cudaUserObjectCreate", device);
+    holds_.own->fetch_add(1, std::memory_order_acq_rel);
+    holds_.family->fetch_add(1, std::memory_order_acq_rel);
+    const cudaError_t retained =
+        cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove);
+    if (retained != cudaSuccess) (void)cudaUserObjectRelease(object, 1); // counts down again
+    check_cuda(retained, "cudaGraphRetainUserObject", device);
     last_capture_ = id;
   }
 
@@ -85,97 +99,97 @@ class communicator_state {
 
   // Ends every operation at once and frees the communicator. True for the call that ended it.
   //
-  // NCCL's abort raises the abort flag (the stuck kernels quit) and then, in the last of the
-  // process's ranks of the communicator to end, waits until every graph that captured any of them
-  // is destroyed, which the calling thread may be the one to do: while graphs hold it or such a
-  // rank, the abort runs on a thread of its own, which frees the communicator once they are gone
-  // and every such rank has ended (or never, if they never go).
+  // NCCL's abort raises the abort flag (the stuck kernels quit) and then, in the last of its
+  // family to be destroyed or aborted, waits until every graph that holds one of them is
+  // destroyed, which the calling thread may be the one to do: while such graphs live, the abort
+  // runs on a thread of its own, which frees the family once they are gone and each of its ranks
+  // has been destroyed or aborted (or never, if the graphs never go).
   bool abort() noexcept {
     if (ended_.exchange(true, std::memory_order_acq_rel)) return false;
-    if (graphs_->load(std::memory_order_acquire) > 0 && abort_apart()) return true;
-    abort_handles();
+    if (!(family_held() && run_apart(&abort_pair))) abort_pair(handle_, guard_);
+    handle_ = guard_ = nullptr;
     return true;
   }
 
   // Frees the communicator once its posted work is done, within `timeout`; aborts it where the
   // work does not finish in time (a peer that never comes) or NCCL reports an error. Never
-  // throws.
+  // throws, and never waits past `timeout` (but for a blocking communicator adopted from the
+  // user, which has no guard: see finalize).
   //
-  // A communicator that graphs still hold (it, or a rank made with it in this process) when the
-  // time-out has passed is left to them, neither finalized nor aborted (either could wait for the
-  // graphs): it stays usable by their replays and is never freed.
+  // A communicator that graphs still hold when the time-out has passed is left to them, neither
+  // finalized nor aborted (either would wait for the graphs): it stays usable by their replays
+  // and is never freed (nor, then, is its family: NCCL frees those ranks together). Where only
+  // graphs of its family hold them, it is finalized here and destroyed (or aborted) on a thread
+  // of its own, as NCCL's last destroy waits for those graphs.
   void end(std::chrono::milliseconds timeout) noexcept {
     if (ended_.exchange(true, std::memory_order_acq_rel)) return;
     const auto deadline = deadline_after(timeout);
-    while (graphs_->load(std::memory_order_acquire) > 0) {
+    while (holds_.own->load(std::memory_order_acquire) > 0) {
       if (std::chrono::steady_clock::now() > deadline) return; // left to the graphs
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    // Whether the family is held is read right before the NCCL call: finalizing can take the
+    // whole time-out, in which another thread may capture a sibling and abort it apart, leaving
+    // this rank the last of the family. (A capture between the read and the call is not seen.)
+    auto release = [&](void (*how)(ncclComm_t, ncclComm_t)) noexcept {
+      if (!(family_held() && run_apart(how))) how(handle_, guard_);
+    };
     try {
-      scoped_device on(device_);
-      if (stranded_.load(std::memory_order_acquire) || !finish(deadline)) abort_handles();
+      scoped_device on(device_); // NCCL's destroy makes the device current: undone at the end
+      const bool finalized = !stranded_.load(std::memory_order_acquire) && finalize(deadline);
+      release(finalized ? &destroy_pair : &abort_pair);
     } catch (...) {
-      abort_handles();
+      release(&abort_pair);
     }
+    handle_ = guard_ = nullptr;
   }
 
  private:
-  void abort_handles() noexcept {
-    abort_pair(handle_, guard_);
-    handle_ = guard_ = nullptr;
-  }
+  bool family_held() const noexcept { return holds_.family->load(std::memory_order_acquire) > 0; }
+
   static void abort_pair(ncclComm_t handle, ncclComm_t guard) noexcept {
     if (handle != nullptr) (void)ncclCommAbort(handle); // the shared flag ends the guard's work
     if (guard != nullptr) (void)ncclCommAbort(guard);
   }
+  static void destroy_pair(ncclComm_t handle, ncclComm_t guard) noexcept {
+    if (handle != nullptr) (void)ncclCommDestroy(handle);
+    if (guard != nullptr) (void)ncclCommDestroy(guard);
+  }
 
-  // abort_handles on a detached thread, with the communicator's device current there (a thread
-  // with none would make device 0's primary context). False where no thread could be started.
-  bool abort_apart() noexcept {
+  // release(handle, guard) on a detached thread, with the communicator's device current there (a
+  // thread with none would make device 0's primary context). False where no thread could be
+  // started.
+  bool run_apart(void (*release)(ncclComm_t, ncclComm_t)) const noexcept {
     try {
-      std::thread([handle = handle_, guard = guard_, device = device_] {
+      std::thread([release, handle = handle_, guard = guard_, device = device_] {
         try {
           scoped_device on(device);
-          abort_pair(handle, guard);
+          release(handle, guard);
         } catch (...) { // the device could not be made current: NCCL makes its own current
-          abort_pair(handle, guard);
+          release(handle, guard);
         }
       }).detach();
     } catch (...) {
       return false;
     }
-    handle_ = guard_ = nullptr;
     return true;
   }
 
-  // Finalize (flush posted work) and destroy; false, with nothing freed that abort_handles would
-  // free twice, where that cannot be done before the deadline.
-  bool finish(std::chrono::steady_clock::time_point deadline) {
+  // Finalizes (flushes posted work) before the deadline, or says it could not: what is left is
+  // then aborted, finalized or not. The caller destroys what was finalized.
+  bool finalize(std::chrono::steady_clock::time_point deadline) {
+    // A blocking communicator adopted from the user has no guard: NCCL's own finalize, which
+    // waits for its work without a bound (documented at communicator::adopt).
+    if (!bounded_calls_ && guard_ == nullptr) return ncclCommFinalize(handle_) == ncclSuccess;
     // Only a non-blocking communicator's finalize returns at once: poll that one (the guard
     // drains the streams it shares with the blocking one, and so waits for the latter's kernels).
-    ncclComm_t pollable = guard_ != nullptr ? guard_ : handle_;
-    if (!bounded_calls_ && guard_ == nullptr) return finish_unguarded();
+    const ncclComm_t pollable = guard_ != nullptr ? guard_ : handle_;
     const ncclResult_t started = ncclCommFinalize(pollable);
     if (started != ncclSuccess && started != ncclInProgress) return false;
     if (!poll_until(pollable, deadline).done()) return false;
-    if (guard_ != nullptr) {
-      // Nothing of the blocking one is left running, so its own (blocking) finalize does not wait.
-      if (ncclCommFinalize(handle_) != ncclSuccess) return false;
-      (void)ncclCommDestroy(handle_);
-      handle_ = nullptr;
-    }
-    (void)ncclCommDestroy(pollable);
-    handle_ = guard_ = nullptr;
-    return true;
-  }
-
-  // A blocking communicator adopted from the user has no guard: NCCL's own finalize and destroy,
-  // which wait for its work without a bound (documented at communicator::adopt).
-  bool finish_unguarded() {
-    if (ncclCommFinalize(handle_) != ncclSuccess) return false;
-    (void)ncclCommDestroy(handle_);
-    handle_ = nullptr;
-    return true;
+    // Nothing of the blocking one is left running, so its own (blocking) finalize does not wait
+    // (its graphs are gone: end waited for them).
+    return guard_ == nullptr || ncclCommFinalize(handle_) == ncclSuccess;
   }
 
   ncclComm_t handle_;
@@ -186,10 +200,7 @@ class communicator_state {
   std::atomic<bool> stranded_{false};
   std::mutex capture_mutex_;
   unsigned long long last_capture_ = 0; // capture ids start at 1
-  // Live graphs holding the communicator or a rank made with it in this process (NCCL frees those
-  // ranks together, the last to end waiting for every one's graphs); shared with those ranks and
-  // with the graphs' user objects, which may outlive this.
-  std::shared_ptr<std::atomic<int>> graphs_;
+  graph_holds holds_;
 };
 
 } // namespace cohort::detail

@@ -22,9 +22,10 @@ inline void pause(unsigned spins) {
 // now + timeout, saturated: std::chrono::milliseconds::max() ("wait as NCCL does") overflowed
 // steady_clock's nanoseconds and put the deadline in the past, so a wait gave up at once (a
 // healthy communicator was aborted). A time-out of 0 or less is now.
-inline std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+inline std::chrono::steady_clock::time_point
+deadline_after(std::chrono::milliseconds timeout,
+               std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) {
   using clock = std::chrono::steady_clock;
-  const clock::time_point now = clock::now();
   if (timeout <= std::chrono::milliseconds::zero()) return now;
   const auto room =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - now);
