@@ -106,7 +106,7 @@ class communicator_state {
   // has been destroyed or aborted (or never, if the graphs never go).
   bool abort() noexcept {
     if (ended_.exchange(true, std::memory_order_acq_rel)) return false;
-    if (!(family_held() && run_apart(&abort_pair))) abort_pair(handle_, guard_);
+    if (!(family_held() && run_apart(&abort_pair))) release_on(device_, &abort_pair, handle_, guard_);
     handle_ = guard_ = nullptr;
     return true;
   }
@@ -156,18 +156,24 @@ class communicator_state {
     if (guard != nullptr) (void)ncclCommDestroy(guard);
   }
 
-  // release(handle, guard) on a detached thread, with the communicator's device current there (a
-  // thread with none would make device 0's primary context). False where no thread could be
-  // started.
+  // release(handle, guard) with `device` current, and what was current before made current again:
+  // NCCL's last destroy or abort sets the device and then restores the one it found, which, with
+  // no context current, makes device 0's primary context.
+  static void release_on(device_ref device, void (*release)(ncclComm_t, ncclComm_t),
+                         ncclComm_t handle, ncclComm_t guard) noexcept {
+    try {
+      scoped_device on(device);
+      release(handle, guard);
+    } catch (...) { // the device could not be made current: NCCL makes its own current
+      release(handle, guard);
+    }
+  }
+
+  // release_on on a detached thread. False where no thread could be started.
   bool run_apart(void (*release)(ncclComm_t, ncclComm_t)) const noexcept {
     try {
       std::thread([release, handle = handle_, guard = guard_, device = device_] {
-        try {
-          scoped_device on(device);
-          release(handle, guard);
-        } catch (...) { // the device could not be made current: NCCL makes its own current
-          release(handle, guard);
-        }
+        release_on(device, release, handle, guard);
       }).detach();
     } catch (...) {
       return false;
