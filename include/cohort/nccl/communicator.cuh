@@ -29,9 +29,9 @@
 
 #include <nccl.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -221,16 +221,15 @@ class communicator : public communicator_ref {
     int rank = 0, size = 0;
     check_nccl(ncclCommUserRank(handle, &rank), "ncclCommUserRank", device.get());
     check_nccl(ncclCommCount(handle, &size), "ncclCommCount", device.get(), rank);
-    return communicator({handle, nullptr}, rank, size, device, timeout, calls,
-                        std::make_shared<std::atomic<int>>(0));
+    return communicator({handle, nullptr}, rank, size, device, timeout, calls, nullptr);
   }
 
   // Ends every operation of this communicator at once and frees it; it cannot be used after.
   // Where a CUDA graph still holds it (or a rank made with it in this process), it is freed once
   // those graphs are destroyed and every such rank has been destroyed or aborted, on a thread of
   // its own (NCCL's abort waits for them); this returns at once either way (unless no thread can
-  // be started). A graph of an aborted communicator must
-  // not be replayed: its NCCL kernels quit at once, leaving their outputs unwritten.
+  // be started). A graph of an aborted communicator must not be replayed: its NCCL kernels quit
+  // at once, leaving their outputs unwritten.
   void abort() noexcept {
     if (state_) state_->abort();
     state_.reset();
@@ -272,15 +271,12 @@ class communicator : public communicator_ref {
     std::vector<communicator> owners;
     try {
       owners.reserve(made.size());
-      std::vector<std::pair<int, std::shared_ptr<std::atomic<int>>>> counts;
+      std::map<int, std::shared_ptr<std::atomic<int>>> counts;
       for (std::size_t i = 0; i < made.size(); ++i) {
-        const int family = families.empty() ? 0 : families[i];
-        auto found = std::find_if(counts.begin(), counts.end(),
-                                  [&](const auto& c) { return c.first == family; });
-        if (found == counts.end())
-          found = counts.insert(counts.end(), {family, std::make_shared<std::atomic<int>>(0)});
+        auto& count = counts[families.empty() ? 0 : families[i]];
+        if (!count) count = std::make_shared<std::atomic<int>>(0);
         owners.push_back(communicator(made[i], ranks[i].rank, ranks[i].size, ranks[i].device,
-                                      timeout, calls, found->second));
+                                      timeout, calls, count));
       }
     } catch (...) {
       for (std::size_t i = owners.size(); i < made.size(); ++i)

@@ -106,8 +106,7 @@ class communicator_state {
   // has been destroyed or aborted (or never, if the graphs never go).
   bool abort() noexcept {
     if (ended_.exchange(true, std::memory_order_acq_rel)) return false;
-    if (!(family_held() && run_apart(&abort_pair))) release_on(device_, &abort_pair, handle_, guard_);
-    handle_ = guard_ = nullptr;
+    release(&abort_pair);
     return true;
   }
 
@@ -128,23 +127,24 @@ class communicator_state {
       if (std::chrono::steady_clock::now() > deadline) return; // left to the graphs
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    // Whether the family is held is read right before the NCCL call: finalizing can take the
-    // whole time-out, in which another thread may capture a sibling and abort it apart, leaving
-    // this rank the last of the family. (A capture between the read and the call is not seen.)
-    auto release = [&](void (*how)(ncclComm_t, ncclComm_t)) noexcept {
-      if (!(family_held() && run_apart(how))) how(handle_, guard_);
-    };
+    bool finalized = false;
     try {
-      scoped_device on(device_); // NCCL's destroy makes the device current: undone at the end
-      const bool finalized = !stranded_.load(std::memory_order_acquire) && finalize(deadline);
-      release(finalized ? &destroy_pair : &abort_pair);
-    } catch (...) {
-      release(&abort_pair);
+      scoped_device on(device_);
+      finalized = !stranded_.load(std::memory_order_acquire) && finalize(deadline);
+    } catch (...) { // the device could not be made current, or NCCL's poll threw: abort
     }
-    handle_ = guard_ = nullptr;
+    release(finalized ? &destroy_pair : &abort_pair);
   }
 
  private:
+  // Frees the handles with `how` (destroy or abort): on a thread of its own while graphs hold the
+  // family, else here. Whether they do is read right before the NCCL call: finalizing can take the
+  // whole time-out, in which another thread may capture a sibling and abort it apart, leaving this
+  // rank the last of the family. (A capture between the read and the call is not seen.)
+  void release(void (*how)(ncclComm_t, ncclComm_t)) noexcept {
+    if (!(family_held() && run_apart(how))) release_on(device_, how, handle_, guard_);
+    handle_ = guard_ = nullptr;
+  }
   bool family_held() const noexcept { return holds_.family->load(std::memory_order_acquire) > 0; }
 
   static void abort_pair(ncclComm_t handle, ncclComm_t guard) noexcept {
