@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -144,4 +146,50 @@ TEST_CASE("making communicators together closes their NCCL group when a rank's c
       },
       "test"));
   CHECK(ncclGroupEnd() == ncclInvalidUsage); // no group is left open
+}
+
+// A rank is freed on the caller's thread only where no graph holds its family (NCCL's last
+// destroy of the family waits for those graphs). The check and the NCCL call are one step: a
+// sibling's capture that comes between them waits until the rank is freed. Without the family's
+// lock, `hold` below returns while `here` is still running, and the order check fails.
+TEST_CASE("a graph cannot come to hold a family between the check and the release") {
+  using clock = std::chrono::steady_clock;
+  cohort::detail::communicator_family family;
+  std::atomic<bool> started{false};
+  clock::time_point freed{}, held{};
+  bool apart_called = false;
+  std::thread releasing([&] {
+    family.release(
+        [&] {
+          started.store(true);
+          std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the NCCL call
+          freed = clock::now();
+        },
+        [&] { return apart_called = true; });
+  });
+  while (!started.load())
+    std::this_thread::yield();
+  family.hold(); // a sibling's capture
+  held = clock::now();
+  releasing.join();
+  CHECK_FALSE(apart_called); // nothing held the family at the check: freed here
+  CHECK(held >= freed);
+  CHECK(family.held());
+}
+
+TEST_CASE("a held family is freed apart, and here where no thread can be started") {
+  cohort::detail::communicator_family family;
+  family.hold();
+  int here = 0, apart = 0;
+  family.release([&] { ++here; }, [&] { return ++apart, true; });
+  CHECK(here == 0);
+  CHECK(apart == 1);
+  family.release([&] { ++here; }, [&] { return ++apart, false; }); // no thread could be started
+  CHECK(here == 1);
+  CHECK(apart == 2);
+  family.let_go(); // the graph was destroyed
+  CHECK_FALSE(family.held());
+  family.release([&] { ++here; }, [&] { return ++apart, true; });
+  CHECK(here == 2);
+  CHECK(apart == 2);
 }

@@ -242,7 +242,7 @@ class communicator : public communicator_ref {
  private:
   communicator(detail::made_rank made, int rank, int size, device_ref device,
                std::chrono::milliseconds timeout, nccl_calls calls,
-               std::shared_ptr<std::atomic<int>> family)
+               std::shared_ptr<detail::communicator_family> family)
       : communicator_ref(std::make_shared<detail::communicator_state>(made.handle, made.guard,
                                                                       calls == nccl_calls::bounded,
                                                                       device, std::move(family)),
@@ -262,8 +262,8 @@ class communicator : public communicator_ref {
 
   // Owners for ranks NCCL has made; on running out of memory, the ones not yet owned are aborted.
   // Ranks of one NCCL communicator made together in this process (one `families` value each; all
-  // one family where it is empty) share one count of the graphs that hold any of them: NCCL frees
-  // such ranks together, the last of them to end waiting for all their graphs.
+  // one family where it is empty) share a detail::communicator_family: NCCL frees such ranks
+  // together, the last of them to end waiting for all their graphs.
   static std::vector<communicator> adopt_made(const std::vector<detail::made_rank>& made,
                                               const std::vector<detail::rank_of>& ranks,
                                               std::chrono::milliseconds timeout, nccl_calls calls,
@@ -271,12 +271,12 @@ class communicator : public communicator_ref {
     std::vector<communicator> owners;
     try {
       owners.reserve(made.size());
-      std::map<int, std::shared_ptr<std::atomic<int>>> counts;
+      std::map<int, std::shared_ptr<detail::communicator_family>> shared;
       for (std::size_t i = 0; i < made.size(); ++i) {
-        auto& count = counts[families.empty() ? 0 : families[i]];
-        if (!count) count = std::make_shared<std::atomic<int>>(0);
+        auto& family = shared[families.empty() ? 0 : families[i]];
+        if (!family) family = std::make_shared<detail::communicator_family>();
         owners.push_back(communicator(made[i], ranks[i].rank, ranks[i].size, ranks[i].device,
-                                      timeout, calls, count));
+                                      timeout, calls, family));
       }
     } catch (...) {
       for (std::size_t i = owners.size(); i < made.size(); ++i)

@@ -19,17 +19,50 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 
 namespace cohort::detail {
 
+// The ranks of one NCCL communicator made together in this process. NCCL frees them together:
+// the last of them destroyed or aborted waits for every graph that holds any of them. So a rank is
+// freed on the caller's thread only where no graph holds the family, and the lock makes that check
+// and the NCCL call one step: a sibling's capture (which counts its graph before its NCCL call is
+// captured) waits for it, so no graph can come to hold the family in between.
+class communicator_family {
+ public:
+  // A graph being captured holds one of the ranks. Throws std::system_error where the lock fails.
+  void hold() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  // That graph was destroyed. Called on a CUDA thread: only counts down, never waits.
+  void let_go() noexcept { held_.fetch_sub(1, std::memory_order_acq_rel); }
+  bool held() const noexcept { return held_.load(std::memory_order_acquire) > 0; }
+
+  // Frees a rank: `apart()` where graphs hold the family (it starts a thread of its own and says
+  // whether it could), else, or where it could not, `here()`. Both run under the lock.
+  template <class Here, class Apart>
+  void release(Here here, Apart apart) noexcept {
+    std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+    try {
+      lock.lock();
+    } catch (...) { // the lock failed: free the rank without it (the window it closes is open)
+    }
+    if (!(held() && apart())) here();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::atomic<int> held_{0};
+};
+
 // Counts of the live CUDA graphs that hold a communicator: its own (NCCL's finalize of it waits
-// for those), and its family's, the ranks of one NCCL communicator made together in this process
-// (NCCL frees those ranks together: the last of them destroyed or aborted waits for every one's
-// graphs). The graphs' user objects share them, and may outlive the communicator.
+// for those), and its family's (see communicator_family). The graphs' user objects share them,
+// and may outlive the communicator.
 struct graph_holds {
   std::shared_ptr<std::atomic<int>> own;
-  std::shared_ptr<std::atomic<int>> family;
+  std::shared_ptr<communicator_family> family;
 };
 
 class communicator_state {
@@ -38,16 +71,17 @@ class communicator_state {
   // non-blocking communicator it was split from with splitShare, so that the two share NCCL's
   // streams and abort flag. Finalizing the guard can be polled against a deadline, and aborting
   // it ends the blocking one's stuck kernels too: that is what bounds the blocking one's end.
-  // `family` is shared by the ranks made together with this one (see graph_holds); null: none.
+  // `family` is shared by the ranks made together with this one (see communicator_family); null:
+  // a family of its own.
   // Throws std::bad_alloc (the caller aborts what it has not handed to an owner yet).
   communicator_state(ncclComm_t handle, ncclComm_t guard, bool bounded_calls, device_ref device,
-                     std::shared_ptr<std::atomic<int>> family = nullptr)
+                     std::shared_ptr<communicator_family> family = nullptr)
       : handle_(handle)
       , guard_(guard)
       , bounded_calls_(bounded_calls)
       , device_(device)
       , holds_{std::make_shared<std::atomic<int>>(0),
-               family ? std::move(family) : std::make_shared<std::atomic<int>>(0)} {}
+               family ? std::move(family) : std::make_shared<communicator_family>()} {}
   communicator_state(const communicator_state&) = delete;
   communicator_state& operator=(const communicator_state&) = delete;
   ~communicator_state() { end(std::chrono::milliseconds(0)); }
@@ -71,21 +105,21 @@ class communicator_state {
     if (status != cudaStreamCaptureStatusActive || graph == nullptr) return;
     std::lock_guard<std::mutex> lock(capture_mutex_);
     if (id == last_capture_) return;
-    auto* held = new graph_holds(holds_);
-    cudaUserObject_t object = nullptr;
-    const cudaError_t made = cudaUserObjectCreate(
-        &object, held,
-        [](void* p) {
-          auto* counts = static_cast<graph_holds*>(p);
-          counts->own->fetch_sub(1, std::memory_order_acq_rel);
-          counts->family->fetch_sub(1, std::memory_order_acq_rel);
-          delete counts;
-        },
-        1, cudaUserObjectNoDestructorSync);
-    if (made != cudaSuccess) delete held;
-    check_cuda(made, "cudaUserObjectCreate", device);
+    // Counted up first: where the user object cannot be made, they are counted down here; once it
+    // exists, its release counts them down.
+    holds_.family->hold();
     holds_.own->fetch_add(1, std::memory_order_acq_rel);
-    holds_.family->fetch_add(1, std::memory_order_acq_rel);
+    auto* held = new (std::nothrow) graph_holds(holds_);
+    cudaUserObject_t object = nullptr;
+    const cudaError_t made = held == nullptr ? cudaErrorMemoryAllocation
+                                             : cudaUserObjectCreate(&object, held, &let_go_of, 1,
+                                                                    cudaUserObjectNoDestructorSync);
+    if (made != cudaSuccess) {
+      delete held;
+      holds_.own->fetch_sub(1, std::memory_order_acq_rel);
+      holds_.family->let_go();
+    }
+    check_cuda(made, "cudaUserObjectCreate", device);
     const cudaError_t retained =
         cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove);
     if (retained != cudaSuccess) (void)cudaUserObjectRelease(object, 1); // counts down again
@@ -138,14 +172,23 @@ class communicator_state {
 
  private:
   // Frees the handles with `how` (destroy or abort): on a thread of its own while graphs hold the
-  // family, else here. Whether they do is read right before the NCCL call: finalizing can take the
-  // whole time-out, in which another thread may capture a sibling and abort it apart, leaving this
-  // rank the last of the family. (A capture between the read and the call is not seen.)
+  // family, else here. Whether they do is read right before the NCCL call, under the family's lock
+  // (communicator_family::release): finalizing can take the whole time-out, in which another
+  // thread may capture a sibling and abort it apart, leaving this rank the last of the family.
   void release(void (*how)(ncclComm_t, ncclComm_t)) noexcept {
-    if (!(family_held() && run_apart(how))) release_on(device_, how, handle_, guard_);
+    holds_.family->release([&] { release_on(device_, how, handle_, guard_); },
+                           [&] { return run_apart(how); });
     handle_ = guard_ = nullptr;
   }
-  bool family_held() const noexcept { return holds_.family->load(std::memory_order_acquire) > 0; }
+
+  // A graph that held the communicator was destroyed (the release of its user object, on a CUDA
+  // thread).
+  static void let_go_of(void* counts) noexcept {
+    auto* holds = static_cast<graph_holds*>(counts);
+    holds->own->fetch_sub(1, std::memory_order_acq_rel);
+    holds->family->let_go();
+    delete holds;
+  }
 
   static void abort_pair(ncclComm_t handle, ncclComm_t guard) noexcept {
     if (handle != nullptr) (void)ncclCommAbort(handle); // the shared flag ends the guard's work
