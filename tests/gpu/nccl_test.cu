@@ -832,8 +832,13 @@ TEST_CASE("span collectives of a clique's ranks captured in one nccl_group repla
     }
     batch.end();
   };
+  // Every read is of written memory: initcheck reported the first call's read of x, unwritten.
+  const auto first = fresh_inputs(x, 999);
+  y.fill_bytes(cohort::testing::poison_byte);
+  b.fill_bytes(cohort::testing::poison_byte);
   call();
   nccl.wait(120s);
+  CHECK(wrong_sums(group, y, first, &b) == 0);
   for (const auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
     CAPTURE(static_cast<int>(mode));
     cohort::stream origin(group.device(0));
@@ -953,6 +958,7 @@ TEST_CASE("a communicator destroyed while a graph holds its calls returns within
   auto nccl = std::make_unique<cohort::nccl_clique>(group, 10s);
   cohort::distributed_buffer<int> x(group, cohort::partition::replicated(n, ranks));
   cohort::distributed_buffer<int> y(group, cohort::partition::replicated(n, ranks));
+  (void)fresh_inputs(x, 39); // the graph's capture reads nothing, but this call does
   cohort::all_reduce(*nccl, x, y, cohort::sum);
   nccl->wait(60s);
   cohort::stream origin(group.device(0));
@@ -983,6 +989,7 @@ TEST_CASE("aborting a communicator a graph still holds returns at once, and new 
   const std::size_t ranks = group.size(), n = 1000;
   cohort::distributed_buffer<int> x(group, cohort::partition::replicated(n, ranks));
   cohort::distributed_buffer<int> y(group, cohort::partition::replicated(n, ranks));
+  (void)fresh_inputs(x, 42);
   {
     cohort::nccl_clique nccl(group, 60s);
     cohort::all_reduce(nccl, x, y, cohort::sum);
