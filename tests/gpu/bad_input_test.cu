@@ -317,6 +317,34 @@ const bad_input basics[] = {
        auto& x = s.poisoned<cohort::distributed_buffer<float>>(s.group(), 10);
        return [&] { cohort::multi_device_for_each(group, x, bump{}); };
      }},
+    {"bad input: for_each over a group moved from", 1, "multi_device_for_each", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       auto& x = s.poisoned<cohort::distributed_buffer<float>>(s.group(), 10);
+       return [&] { cohort::multi_device_for_each(old, x, bump{}); };
+     }},
+    {"bad input: a scan over a group moved from", 1, "multi_device_inclusive_scan", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       auto& x = s.poisoned<cohort::distributed_buffer<int>>(s.group(), 10);
+       return [&] { cohort::multi_device_inclusive_scan(old, x, cuda::std::plus<>{}); };
+     }},
+    {"bad input: a sort over a group moved from", 1, "multi_device_sort", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       auto& x = s.poisoned<cohort::distributed_buffer<unsigned>>(s.group(), 10);
+       return [&] { cohort::multi_device_sort(old, x); };
+     }},
+    {"bad input: a sort by key with the keys as their own values", 1, "multi_device_sort_by_key",
+     "values", "is the keys buffer",
+     [](scene& s) -> refused_call {
+       auto& group = s.group();
+       auto& x = s.poisoned<cohort::distributed_buffer<unsigned>>(group, 10);
+       return [&] { cohort::multi_device_sort_by_key(group, x, x); };
+     }},
     {"bad input: for_each over a buffer with more shards than the group has members", 1,
      "multi_device_for_each", "buffer", "has 3 shards but the group has 2",
      [](scene& s) -> refused_call {

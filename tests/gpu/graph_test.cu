@@ -386,11 +386,30 @@ TEST_CASE("a launch that fails part-way releases the ranks that launched and bre
     load(x, x0);
     cohort::p2p_clique peers(group, {.patience = patience});
     cohort::all_reduce(peers, std::as_const(x), y, cohort::sum); // loads the kernel
+    // A call still queued behind a long kernel on the member whose next launch fails: the release
+    // comes after it. (Before, it raised the slots at once: that call's barrier passed without
+    // the member and read its scratch unwritten, and its values then overwrote the release, so
+    // the failed call's ranks waited out their patience.)
+    cohort::distributed_buffer<int> earlier(group, split);
+    earlier.fill_bytes(cohort::testing::poison_byte);
+    delay(group, members - 1, 300'000'000);
+    cohort::all_reduce(peers, std::as_const(x), earlier, cohort::sum);
     cohort::detail::p2p::fail_launch_on_member_for_testing() = static_cast<int>(members) - 1;
     CHECK_THROWS_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum),
                     cohort::cuda_error);
     group.synchronize(); // the ranks that launched were released: this returns
     CHECK(peers.broken());
+    std::size_t wrong_earlier = 0;
+    for (std::size_t r = 0; r < members; ++r) {
+      const auto got = read(earlier, r);
+      for (std::size_t i = 0; i < count; ++i) {
+        long long want = 0;
+        for (std::size_t q = 0; q < members; ++q)
+          want += x0[q][i];
+        wrong_earlier += got[i] != want;
+      }
+    }
+    CHECK(wrong_earlier == 0);
     CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum),
                          doctest::Contains("make a new p2p_clique"), std::invalid_argument);
     // A retry on a new clique is right.

@@ -92,6 +92,10 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
   require_buffer_of_group(keys, group, function, "keys");
   if constexpr (with_values) {
     require_buffer_of_group(*values, group, function, "values");
+    if constexpr (std::is_same_v<K, V>)
+      require_argument(static_cast<const void*>(values) != static_cast<const void*>(&keys),
+                       function, "values",
+                       "is the keys buffer; give the values a buffer of their own.");
     require_argument(values->split().counts() == keys.split().counts(), function, "values",
                      "is split differently from the keys; make it with keys.split().");
   }
@@ -237,7 +241,9 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     launch(root, {.grid = unsigned((threads + 255) / 256), .block = 256}, find_splits<K, Less>,
            search, less, table);
     // Into pageable memory: the host waits for the table anyway, and cudaMallocHost and
-    // cudaFreeHost would add waits of their own (cudaFreeHost synchronizes the device).
+    // cudaFreeHost would add waits of their own (cudaFreeHost synchronizes the device). With member
+    // 0's device current: a copy of its stream-ordered (pool) memory fails with another current.
+    scoped_device on(group.device(0));
     check_cuda(cudaMemcpyAsync(at_cut.data() + runs, table, threads * sizeof(std::size_t),
                                cudaMemcpyDeviceToHost, root.native_handle()),
                "cudaMemcpyAsync (" + name + " splits)", group.device(0).get());

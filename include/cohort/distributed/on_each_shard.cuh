@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace cohort {
 
@@ -23,6 +24,7 @@ namespace detail {
 template <class T, class Members>
 void require_buffer_of_group(const distributed_buffer<T>& buffer, const Members& group,
                              std::string_view function, std::string_view argument) {
+  if constexpr (std::is_same_v<Members, device_group>) members_of(group, function);
   if (buffer.shards() != group.size())
     throw_invalid_argument(function, argument,
                            "has " + std::to_string(buffer.shards()) +

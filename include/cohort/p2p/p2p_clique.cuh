@@ -132,6 +132,7 @@ class p2p_clique {
     for (std::size_t i = 0; i < n; ++i) {
       unsigned sms = group.sm_count(i);
       if (emulated_ && !group.splits_sms()) sms /= static_cast<unsigned>(n);
+      sms_.push_back(std::max(1u, sms));
       budget = std::min(budget, std::max(1u, sms / 2));
     }
     blocks_ = std::min<unsigned>(budget, detail::p2p::max_blocks);
@@ -180,6 +181,9 @@ class p2p_clique {
   }
   // Blocks per rank a call uses at most.
   unsigned max_blocks() const noexcept { return blocks_; }
+  // The SMs member i's kernels may take: its share on an emulated group (split, or the GPU's over
+  // the members where the group does not split it).
+  unsigned sm_count(std::size_t i) const { return sms_.at(i); }
 
   // For the collectives: -------------------------------------------------------------------------
 
@@ -201,7 +205,20 @@ class p2p_clique {
   // first `blocks` blocks, on a stream of the clique's own in the device's primary context (its
   // kernel holds the member's stream; a second stream in an emulated member's green context did
   // not run beside the waiting kernel on an H200, a primary-context stream did).
+  //
+  // The release comes after the work already queued on the missing members' streams: their
+  // earlier calls still write their barrier values into member i's slots. Raised before those,
+  // the slots let member i's earlier call pass its barrier without them, and their values then
+  // overwrite the release (member i's failed call waits out its patience).
   void release(std::size_t i, int first_missing, unsigned blocks) {
+    try {
+      for (std::size_t j = static_cast<std::size_t>(first_missing); j < size(); ++j) {
+        event queued(device(j));
+        queued.record(stream(j));
+        rescue_.at(i).wait(queued);
+      }
+    } catch (...) { // a missing member's device is lost: nothing of it is coming; release now
+    }
     launch(rescue_.at(i),
            {.grid = blocks, .block = detail::p2p::max_ranks, .name = "cohort p2p release_waiting"},
            detail::p2p::release_waiting<std::uint64_t>, engines_.at(i).signals[i],
@@ -272,6 +289,7 @@ class p2p_clique {
   std::vector<detail::p2p::engine> engines_;
   std::vector<const void*> loaded_;
   unsigned blocks_ = 1;
+  std::vector<unsigned> sms_;
   bool broken_ = false;
 };
 
