@@ -317,54 +317,6 @@ TEST_CASE("p2p_launch makes every rank's arguments before it launches: a bad one
   CHECK(wrong == 0);
 }
 
-// A cooperative grid must be resident on every member at once. On an emulated group of uneven SM
-// shares a grid that fits member 0 may not fit member 1: refused by name before any member
-// launches, the clique left whole. (Before, member 0 launched first, then CUDA refused member 1's
-// launch, which broke the clique.)
-TEST_CASE("a cooperative p2p_launch that does not fit a member is refused before any launch") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  const cohort::device_ref d{0};
-  if (!cohort::sm_partitioning_available(d)) {
-    cohort::testing::skip("no SM shares here (COHORT_NO_SM_PARTITIONING or no green contexts)");
-    return;
-  }
-  auto group = cohort::device_group::emulated(d, {3.0, 1.0});
-  cohort::p2p_clique peers(group, {.patience = patience});
-  const std::size_t shared = 40 * 1024; // few blocks per SM, so that 256 blocks can miss
-  int per_sm = 0;
-  cohort::check_cuda(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sum_through_sync, block, shared),
-      "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  REQUIRE(peers.sm_count(1) < peers.sm_count(0));
-  const unsigned too_many = static_cast<unsigned>(per_sm) * peers.sm_count(1) + 1;
-  REQUIRE(too_many <= static_cast<unsigned>(per_sm) * peers.sm_count(0)); // fits member 0
-  REQUIRE(too_many <= 256);
-  const auto split = cohort::partition::replicated(count, 2);
-  cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split);
-  const auto in0 = random_inputs(in, 95);
-  auto launch_with = [&](unsigned blocks, bool cooperative) {
-    cohort::p2p_launch(
-        peers, {.grid = blocks, .block = block, .shared_bytes = shared, .cooperative = cooperative},
-        sum_through_sync, [&](std::size_t r) {
-          return std::make_tuple(cohort::p2p_handle_for(peers, x, r),
-                                 cohort::p2p_handle_for(peers, y, r),
-                                 static_cast<const int*>(in.shard(r).data.data()));
-        });
-  };
-  CHECK_THROWS_WITH_AS(launch_with(too_many, true), doctest::Contains("member 1"),
-                       std::invalid_argument);
-  CHECK_FALSE(peers.broken());
-  y.fill_bytes(cohort::testing::poison_byte);
-  launch_with(too_many - 1, true); // fits both: runs
-  std::size_t wrong = 0;
-  for (std::size_t r = 0; r < 2; ++r) {
-    const auto got = cohort::testing::shard_to_host(y, r);
-    for (std::size_t i = 0; i < count; ++i)
-      wrong += got[i] != in0[0][i] + in0[1][i];
-  }
-  CHECK(wrong == 0);
-}
-
 // args_of may hand out handles the caller keeps, by reference (std::tie): the launch copies them.
 // Before, the first launch's loading pass turned the caller's handles into no-op ones (of rank 0
 // of 0), so that its real launch, and every later one, refused them.

@@ -54,10 +54,8 @@
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
-#include "../devices/scoped_device.cuh"
 #include "../distributed/distributed_buffer.cuh"
 #include "../errors/argument_error.cuh"
-#include "../errors/cuda_error.cuh"
 #include "../execution/launch.cuh"
 #include "../memory/bitwise_copyable.cuh"
 #include "detail/kernels.cuh"
@@ -326,44 +324,14 @@ p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buf
   return p2p_handle_for(peers, spans, rank);
 }
 
-namespace detail::p2p {
-
-// A cooperative grid must be resident at once on every member, and members may hold fewer blocks
-// than others (an emulated group of uneven SM shares): refused here, before any member launches,
-// rather than by CUDA on a later member once earlier ones have (which breaks the clique).
-template <class Kernel>
-void require_cooperative_fit(const p2p_clique& peers, const launch_config& config, Kernel kernel,
-                             unsigned long long blocks) {
-  const int threads = static_cast<int>(config.block.x * config.block.y * config.block.z);
-  for (std::size_t i = 0; i < peers.size(); ++i) {
-    const int device = peers.device(i).get();
-    scoped_device on(peers.device(i));
-    int per_sm = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
-                                                             config.shared_bytes),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor (p2p_launch)", device);
-    const unsigned long long fits = 1ull * static_cast<unsigned>(per_sm) * peers.sm_count(i);
-    if (blocks > fits)
-      throw_invalid_argument(
-          "p2p_launch", "config",
-          "a cooperative grid of " + std::to_string(blocks) + " blocks does not fit member " +
-              std::to_string(i) + " (device " + std::to_string(device) +
-              "): " + std::to_string(fits) + " blocks of this kernel are resident on " + "its " +
-              std::to_string(peers.sm_count(i)) + " SMs. Size the grid for the smallest member.");
-  }
-}
-
-} // namespace detail::p2p
-
 // Launches `kernel` on every member of `peers`, on the clique's streams, with the arguments
 // `args_of(rank)` returns (a tuple, its p2p_handles made for that rank). Before a kernel's first
 // launch on the clique it is loaded everywhere by a launch whose handles are `for_loading()` (the
 // kernel ends at session()): loading a kernel lazily while a peer's kernel waits for it could wait
 // for that kernel. args_of may return references (std::tie of handles kept by the caller): the
-// launch works on copies. A cooperative grid that does not fit every member (its SM share on an
-// emulated group) is refused before any member launches. A launch that fails part-way releases
-// the members already launched, once the work queued ahead on the missing members' streams is done
-// (what the failed call writes is unspecified), and breaks the clique, as for its collectives.
+// launch works on copies. A launch that fails part-way releases the members already launched,
+// once the work queued ahead on the missing members' streams is done (what the failed call writes
+// is unspecified), and breaks the clique, as for its collectives.
 template <class... Params, class ArgsOf>
 void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(Params...),
                 ArgsOf&& args_of) {
@@ -374,7 +342,6 @@ void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(P
                                        " blocks; a kernel with p2p sessions takes at most " +
                                        std::to_string(detail::p2p::max_blocks) +
                                        " (one signal slot per block).");
-  if (config.cooperative) detail::p2p::require_cooperative_fit(peers, config, kernel, blocks);
   auto args = [&](std::size_t i, bool no_op) {
     // Copies: args_of may return references (std::tie of handles the caller keeps), and the
     // loading launch below changes its handles.

@@ -132,7 +132,6 @@ class p2p_clique {
     for (std::size_t i = 0; i < n; ++i) {
       unsigned sms = group.sm_count(i);
       if (emulated_ && !group.splits_sms()) sms /= static_cast<unsigned>(n);
-      sms_.push_back(std::max(1u, sms));
       budget = std::min(budget, std::max(1u, sms / 2));
     }
     blocks_ = std::min<unsigned>(budget, detail::p2p::max_blocks);
@@ -181,9 +180,6 @@ class p2p_clique {
   }
   // Blocks per rank a call uses at most.
   unsigned max_blocks() const noexcept { return blocks_; }
-  // The SMs member i's kernels may take: its share on an emulated group (split, or the GPU's over
-  // the members where the group does not split it).
-  unsigned sm_count(std::size_t i) const { return sms_.at(i); }
 
   // For the collectives: -------------------------------------------------------------------------
 
@@ -289,7 +285,6 @@ class p2p_clique {
   std::vector<detail::p2p::engine> engines_;
   std::vector<const void*> loaded_;
   unsigned blocks_ = 1;
-  std::vector<unsigned> sms_;
   bool broken_ = false;
 };
 
