@@ -384,6 +384,20 @@ TEST_CASE("a launch that fails part-way releases the ranks that launched and bre
     cohort::distributed_buffer<int> x(group, split), y(group, split);
     const auto x0 = initial(members, count, 101);
     load(x, x0);
+    // Elements of `out`'s shards that are not the sum over ranks of x0.
+    const auto wrong_sums = [&](const cohort::distributed_buffer<int>& out) {
+      std::size_t wrong = 0;
+      for (std::size_t r = 0; r < members; ++r) {
+        const auto got = read(out, r);
+        for (std::size_t i = 0; i < count; ++i) {
+          long long want = 0;
+          for (std::size_t q = 0; q < members; ++q)
+            want += x0[q][i];
+          wrong += got[i] != want;
+        }
+      }
+      return wrong;
+    };
     cohort::p2p_clique peers(group, {.patience = patience});
     cohort::all_reduce(peers, std::as_const(x), y, cohort::sum); // loads the kernel
     // A call still queued behind a long kernel on the member whose next launch fails: the release
@@ -399,34 +413,14 @@ TEST_CASE("a launch that fails part-way releases the ranks that launched and bre
                     cohort::cuda_error);
     group.synchronize(); // the ranks that launched were released: this returns
     CHECK(peers.broken());
-    std::size_t wrong_earlier = 0;
-    for (std::size_t r = 0; r < members; ++r) {
-      const auto got = read(earlier, r);
-      for (std::size_t i = 0; i < count; ++i) {
-        long long want = 0;
-        for (std::size_t q = 0; q < members; ++q)
-          want += x0[q][i];
-        wrong_earlier += got[i] != want;
-      }
-    }
-    CHECK(wrong_earlier == 0);
+    CHECK(wrong_sums(earlier) == 0);
     CHECK_THROWS_WITH_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum),
                          doctest::Contains("make a new p2p_clique"), std::invalid_argument);
     // A retry on a new clique is right.
     cohort::p2p_clique again(group, {.patience = patience});
     y.fill_bytes(cohort::testing::poison_byte);
     cohort::all_reduce(again, std::as_const(x), y, cohort::sum);
-    std::size_t wrong = 0;
-    for (std::size_t r = 0; r < members; ++r) {
-      const auto got = read(y, r);
-      for (std::size_t i = 0; i < count; ++i) {
-        long long want = 0;
-        for (std::size_t q = 0; q < members; ++q)
-          want += x0[q][i];
-        wrong += got[i] != want;
-      }
-    }
-    CHECK(wrong == 0);
+    CHECK(wrong_sums(y) == 0);
   }
 }
 

@@ -29,6 +29,7 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -200,14 +201,10 @@ class communicator : public communicator_ref {
   static void end_together(std::span<communicator> ranks) noexcept {
     const auto start = std::chrono::steady_clock::now();
     for (communicator& c : ranks) {
-      if (!c.state_) continue;
-      const auto deadline = detail::deadline_after(c.timeout_, start);
-      const auto now = std::chrono::steady_clock::now();
-      c.state_->end(deadline > now
-                        ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)
-                        : std::chrono::milliseconds(0));
-      c.state_.reset();
-      c.handle_ = nullptr;
+      const auto left =
+          detail::deadline_after(c.timeout_, start) - std::chrono::steady_clock::now();
+      c.end(std::max(std::chrono::duration_cast<std::chrono::milliseconds>(left),
+                     std::chrono::milliseconds(0)));
     }
   }
 
@@ -286,8 +283,9 @@ class communicator : public communicator_ref {
     return owners;
   }
 
-  void end() noexcept {
-    if (state_) state_->end(timeout_);
+  void end() noexcept { end(timeout_); }
+  void end(std::chrono::milliseconds timeout) noexcept {
+    if (state_) state_->end(timeout);
     state_.reset();
     handle_ = nullptr;
   }
