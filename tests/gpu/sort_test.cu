@@ -518,3 +518,49 @@ TEST_CASE("a sort whose scratch cannot fit on its device is staged through host 
   CHECK(high - before < key_bytes);
   CHECK(first_difference(read_back(one, k), expected) == n);
 }
+
+// Memory taken after the sort checked its scratch fits and before it allocates it (by another
+// process, or by the driver for kernels it loads on first use: on one H200 in session 17 the case
+// above lost about 65 MiB that way and failed with out of memory): the sort plans again, staged
+// and smaller, and sorts. Before, the allocation's out-of-memory cuda_error was thrown.
+TEST_CASE(
+    "a sort whose memory is taken between its check and its allocation plans again [serial]") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto one = cohort::device_group::emulated(cohort::device_ref{0}, 1);
+  const std::size_t n = (std::size_t(1) << 24) + 3;
+  const std::vector<std::uint32_t> keys = make_keys<std::uint32_t>(n, pattern::random, 37);
+  std::vector<std::uint32_t> expected = keys;
+  std::sort(expected.begin(), expected.end());
+  cohort::distributed_buffer<std::uint32_t> k(one, n);
+  k.copy_from_host(keys);
+  one.synchronize();
+
+  struct ballast {
+    void* p = nullptr;
+    ~ballast() { cudaFree(p); }
+  } taken;
+  std::vector<std::vector<std::size_t>> plans; // each plan's scratch, as the sort asked for it
+  cohort::detail::sort_tuning tuning;
+  tuning.before_scratch = [&](const std::vector<std::size_t>& need) {
+    plans.push_back(need);
+    if (taken.p != nullptr) return;
+    // Leave half of the first plan's scratch (the sort on the devices: the keys again, and CUB's
+    // storage): the staged sort's smaller blocks fit in it.
+    cudaMemPool_t pool = nullptr;
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaDeviceGetMemPool(&pool, 0) == cudaSuccess);
+    REQUIRE(cudaMemPoolTrimTo(pool, 0) == cudaSuccess);
+    const std::size_t free = cohort::memory_info(cohort::device_ref{0}).free;
+    REQUIRE(free > need[0]);
+    REQUIRE(cudaMalloc(&taken.p, free - need[0] / 2) == cudaSuccess);
+  };
+  {
+    sort_tuning_scope scope(tuning);
+    cohort::multi_device_sort(one, k);
+    one.synchronize();
+  }
+  REQUIRE(plans.size() >= 2);
+  CHECK(plans.front()[0] >= n * sizeof(std::uint32_t)); // first on the device: the keys again
+  CHECK(plans.back()[0] <= plans.front()[0] / 2);       // last, staged, in what was left
+  CHECK(first_difference(read_back(one, k), expected) == n);
+}

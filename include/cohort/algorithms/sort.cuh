@@ -47,8 +47,10 @@
 //
 // Either way, at most 64 members; everything is checked before anything is enqueued: a member
 // whose scratch cannot fit even so, or a host without the memory, is named with the bytes in a
-// std::invalid_argument. If the sort throws after it started enqueuing, the shards' contents are
-// unspecified.
+// std::invalid_argument. Scratch that the check found room for but that then cannot be allocated
+// (memory taken meanwhile, by another process or by the driver for kernels it loads on first use)
+// is planned again, staged and in smaller blocks, before the out-of-memory cuda_error is thrown. If
+// the sort throws after it started enqueuing, the shards' contents are unspecified.
 #pragma once
 
 #include "../distributed/distributed_buffer.cuh"
@@ -106,7 +108,12 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
                  "Run it outside the capture.");
   refuse_recorded_error(function, group.device(0).get());
   const partition& split = keys.split();
-  const sort_plan plan = plan_sort<K, V>(group, split, less, function);
+  // Memory, all of it taken before anything is enqueued. Each member's scratch: on the devices, its
+  // sorted shard (and with more than two runs to merge, a second copy for the rounds between);
+  // staged, one block (the radix sort's second buffer, then the rounds between); member 0 the
+  // split table; CUB's storage. Staged: every run at its global index in host memory.
+  std::vector<scratch> memory;
+  const sort_plan plan = plan_with_scratch<K, V>(group, split, less, function, memory);
   const bool staged = plan.through_host;
   if (!staged && p > 1) (void)group.enable_peer_access(); // true: every pair has a path
   auto shard = [&](std::size_t k, std::size_t at) {
@@ -115,10 +122,6 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     return arrays.at(at);
   };
 
-  // Memory, all of it taken before anything is enqueued. Staged: every run at its global index in
-  // host memory. Each member's scratch: on the devices, its sorted shard (and with more than two
-  // runs to merge, a second copy for the rounds between); staged, one block (the radix sort's
-  // second buffer, then the rounds between); member 0 the split table; CUB's storage.
   host_staging staging(plan.host_bytes, group, function);
   sort_arrays<K, V> host{};
   if (staged) {
@@ -126,8 +129,6 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     if constexpr (with_values)
       host.values = reinterpret_cast<V*>(staging.data() + align_up(split.size() * sizeof(K)));
   }
-  std::vector<scratch> memory;
-  memory.reserve(p);
   std::vector<sort_arrays<K, V>> local(p), between(p);
   std::vector<void*> temp(p);
   std::vector<event> done_sorting, done_pulling;
@@ -135,7 +136,6 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
   done_pulling.reserve(p);
   std::size_t* table = nullptr;
   for (std::size_t k = 0; k < p; ++k) {
-    memory.emplace_back(plan.need[k], group.stream(k));
     const std::size_t c = plan.block[k];
     local[k].keys = memory[k].take<K>(c);
     if constexpr (with_values) local[k].values = memory[k].take<V>(c);

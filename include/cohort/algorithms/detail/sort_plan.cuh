@@ -5,6 +5,7 @@
 #pragma once
 
 #include "../../devices/scoped_device.cuh"
+#include "../../errors/cuda_error.cuh"
 #include "../../execution/detail/peer_paths.cuh"
 #include "../../execution/device_group.cuh"
 #include "../../partitioning/partition.cuh"
@@ -16,19 +17,24 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cohort::detail {
 
 // For tests, per thread: force a form, and make the staged form work in blocks of at most
-// `max_block` elements, so that small inputs take several runs and pieces per member.
+// `max_block` elements, so that small inputs take several runs and pieces per member;
+// `before_scratch` is called with each plan's scratch per member just before it is allocated (a
+// test takes memory there).
 enum class sort_staging { automatic, on_devices, through_host };
 struct sort_tuning {
   sort_staging staging = sort_staging::automatic;
   std::size_t max_block = 0; // 0: as large as the member's memory allows
+  std::function<void(const std::vector<std::size_t>& need)> before_scratch;
 };
 inline thread_local sort_tuning sort_tuning_for_tests{};
 
@@ -126,11 +132,6 @@ sort_plan plan_through_host(const device_group& group, const partition& split, L
       plan.need[k] = table;
       continue;
     }
-    // The member's share of what its device can give, with a tenth left for the pool's rounding.
-    std::size_t sharing = 0;
-    for (std::size_t j = 0; j < p; ++j)
-      sharing += group.device(j) == group.device(k) && split.count(j) > 0 ? 1 : 0;
-    const std::size_t share = allocatable_bytes(group.device(k)) / 10 * 9 / sharing;
     const std::size_t smallest = (c + per_member - 1) / per_member;
     std::size_t block = 0, temp = 0;
     auto try_block = [&](std::size_t b) {
@@ -138,7 +139,14 @@ sort_plan plan_through_host(const device_group& group, const partition& split, L
       temp = sort_temp_bytes<K, V>(group, k, b, less, function);
       return block_bytes<K, V>(b) + align_up(temp) + table; // the scratch it needs
     };
+    // Asked first: CUB's size queries load its kernels, and the driver may take device memory for
+    // them (their stacks) then; the share below is measured after.
     std::size_t need = try_block(c);
+    // The member's share of what its device can give, with a tenth left for the pool's rounding.
+    std::size_t sharing = 0;
+    for (std::size_t j = 0; j < p; ++j)
+      sharing += group.device(j) == group.device(k) && split.count(j) > 0 ? 1 : 0;
+    const std::size_t share = allocatable_bytes(group.device(k)) / 10 * 9 / sharing;
     while (block > smallest && need > share)
       need = try_block(std::max(smallest, block / 8 * 7));
     if (max_block > 0 && block > std::max(smallest, max_block))
@@ -156,14 +164,17 @@ sort_plan plan_through_host(const device_group& group, const partition& split, L
 
 // The form: on the devices when every pair of members has a peer path and the scratch fits, else
 // through host memory; either way checked, with an std::invalid_argument that names the member,
-// or the host, and the bytes.
+// or the host, and the bytes. `failed`: a plan whose scratch then could not be allocated (memory
+// went between the check and the allocation); the new plan is staged, in blocks of at most half
+// of the failed plan's largest when that was staged too.
 template <class K, class V, class Less>
 sort_plan plan_sort(const device_group& group, const partition& split, Less less,
-                    std::string_view function) {
+                    std::string_view function, const sort_plan* failed = nullptr) {
   const sort_tuning tuning = sort_tuning_for_tests;
   const std::string no_peer_path = missing_peer_path(group);
-  std::string why_not_on_devices = no_peer_path;
-  if (no_peer_path.empty() && tuning.staging != sort_staging::through_host) {
+  std::string why_not_on_devices =
+      failed != nullptr ? "the scratch on the devices could not be allocated" : no_peer_path;
+  if (failed == nullptr && no_peer_path.empty() && tuning.staging != sort_staging::through_host) {
     sort_plan plan = plan_on_devices<K, V>(group, split, less, function);
     why_not_on_devices = scratch_shortfall(group, plan.need);
     if (why_not_on_devices.empty()) return plan;
@@ -174,7 +185,13 @@ sort_plan plan_sort(const device_group& group, const partition& split, Less less
                                                      ? "; use GPUs with a peer path."
                                                      : "; free memory, or spread the data over "
                                                        "more members."));
-  sort_plan plan = plan_through_host<K, V>(group, split, less, function, tuning.max_block);
+  std::size_t max_block = tuning.max_block;
+  if (failed != nullptr && failed->through_host) {
+    const std::size_t half =
+        std::max<std::size_t>(1, *std::max_element(failed->block.begin(), failed->block.end()) / 2);
+    max_block = max_block > 0 ? std::min(max_block, half) : half;
+  }
+  sort_plan plan = plan_through_host<K, V>(group, split, less, function, max_block);
   const std::size_t host = available_host_bytes();
   if (plan.host_bytes > host / 10 * 9)
     throw_invalid_argument(
@@ -187,6 +204,35 @@ sort_plan plan_sort(const device_group& group, const partition& split, Less less
             " available. Free memory, or spread the data over more members or machines.");
   require_scratch_fits(group, plan.need, function, "keys");
   return plan;
+}
+
+// The plan, with each member's scratch taken for it in `memory`. Memory can go between the check
+// and the allocation (another process; the driver growing a context's memory for kernels it loads
+// lazily), so a plan whose scratch runs out of memory is made again, smaller (staged, in smaller
+// blocks), until no smaller one exists; then the allocation's cuda_error is thrown. Nothing is
+// enqueued but the allocations, freed again on their streams.
+template <class K, class V, class Less>
+sort_plan plan_with_scratch(const device_group& group, const partition& split, Less less,
+                            std::string_view function, std::vector<scratch>& memory) {
+  sort_plan plan = plan_sort<K, V>(group, split, less, function);
+  for (;;) {
+    memory.clear();
+    memory.reserve(group.size());
+    if (sort_tuning_for_tests.before_scratch) sort_tuning_for_tests.before_scratch(plan.need);
+    try {
+      for (std::size_t k = 0; k < group.size(); ++k)
+        memory.emplace_back(plan.need[k], group.stream(k));
+      return plan;
+    } catch (const cuda_error& error) {
+      memory.clear();
+      if (error.status() != cudaErrorMemoryAllocation ||
+          (!plan.through_host && sort_tuning_for_tests.staging == sort_staging::on_devices))
+        throw;
+      sort_plan smaller = plan_sort<K, V>(group, split, less, function, &plan);
+      if (plan.through_host && smaller.block == plan.block) throw;
+      plan = std::move(smaller);
+    }
+  }
 }
 
 } // namespace cohort::detail
