@@ -317,6 +317,29 @@ TEST_CASE("p2p_launch makes every rank's arguments before it launches: a bad one
   CHECK(wrong == 0);
 }
 
+// Handles another clique of the same size made pass the rank checks; a launch on `peers` given
+// only those would release (after a failed launch) and load through a clique its kernels do not
+// meet on. Before, it was accepted.
+TEST_CASE("p2p_launch refuses arguments that hold no handle of the clique it launches on") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::p2p_clique peers(group, {.patience = patience}), others(group, {.patience = patience});
+  const auto split = cohort::partition::replicated(count, 2);
+  cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split);
+  CHECK(cohort::p2p_handle_for(peers, x, 1).made_by(peers));
+  CHECK_FALSE(cohort::p2p_handle_for(others, x, 1).made_by(peers));
+  CHECK_THROWS_WITH_AS(cohort::p2p_launch(peers, {.grid = grid, .block = block}, sum_through_sync,
+                                          [&](std::size_t r) {
+                                            return std::make_tuple(
+                                                cohort::p2p_handle_for(others, x, r),
+                                                cohort::p2p_handle_for(others, y, r),
+                                                static_cast<const int*>(in.shard(r).data.data()));
+                                          }),
+                       doctest::Contains("another clique"), std::invalid_argument);
+  CHECK_FALSE(peers.broken());
+  CHECK_FALSE(others.broken());
+}
+
 // args_of may hand out handles the caller keeps, by reference (std::tie): the launch copies them.
 // Before, the first launch's loading pass turned the caller's handles into no-op ones (of rank 0
 // of 0), so that its real launch, and every later one, refused them.

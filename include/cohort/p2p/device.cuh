@@ -228,6 +228,11 @@ class p2p_handle {
   __host__ __device__ int rank() const { return e_.rank; }
   __host__ __device__ int ranks() const { return e_.ranks; }
   __host__ __device__ std::size_t size() const { return size_; }
+  // Whether `peers` made this handle (p2p_launch launches on a clique whose own handles it gets).
+  bool made_by(const p2p_clique& peers) const {
+    return e_.rank >= 0 && static_cast<std::size_t>(e_.rank) < peers.size() &&
+           e_.epochs == peers.engine_for(static_cast<std::size_t>(e_.rank)).epochs;
+  }
 
   // This rank's elements, and element i of them.
   __device__ T* local() const { return data_[e_.rank]; }
@@ -325,7 +330,8 @@ p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buf
 }
 
 // Launches `kernel` on every member of `peers`, on the clique's streams, with the arguments
-// `args_of(rank)` returns (a tuple, its p2p_handles made for that rank). Before a kernel's first
+// `args_of(rank)` returns (a tuple, its p2p_handles made for that rank, at least one of them by
+// `peers`; others may be of other cliques of the same size). Before a kernel's first
 // launch on the clique it is loaded everywhere by a launch whose handles are `for_loading()` (the
 // kernel ends at session()): loading a kernel lazily while a peer's kernel waits for it could wait
 // for that kernel. args_of may return references (std::tie of handles kept by the caller): the
@@ -354,19 +360,30 @@ void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(P
                   "p2p_launch: args_of(rank) must return a tuple holding a p2p_handle (the kernel "
                   "is loaded by a launch that ends where it opens the handle's session).");
     // A handle made for another rank, or over a clique of another size, would meet the wrong
-    // peers: refused before anything is launched (every rank's arguments are made first).
+    // peers; arguments without a handle of `peers` itself would leave the launch's own clique
+    // (its release after a failed launch, its loading) apart from the sessions the kernel opens.
+    // Refused before anything is launched (every rank's arguments are made first). Handles of
+    // other cliques may come along (a kernel may open a session of each of several cliques).
     std::apply(
         [&](const auto&... a) {
+          std::size_t own = 0;
           (([&] {
-             if constexpr (detail::p2p::is_p2p_handle<std::remove_cvref_t<decltype(a)>>)
+             if constexpr (detail::p2p::is_p2p_handle<std::remove_cvref_t<decltype(a)>>) {
                detail::require_argument(
                    a.rank() == static_cast<int>(i) && a.ranks() == static_cast<int>(peers.size()),
                    "p2p_launch", "args_of",
                    "returned for rank " + std::to_string(i) + " a p2p_handle of rank " +
                        std::to_string(a.rank()) + " of " + std::to_string(a.ranks()) +
                        "; make rank r's handles with p2p_handle_for(peers, buffer, r).");
+               own += a.made_by(peers) ? 1 : 0;
+             }
            }()),
            ...);
+          detail::require_argument(own > 0, "p2p_launch", "args_of",
+                                   "returned for rank " + std::to_string(i) +
+                                       " no p2p_handle of the clique launched on (they are "
+                                       "another clique's); make them with "
+                                       "p2p_handle_for(peers, buffer, r) of that clique.");
         },
         values);
     if (no_op)
