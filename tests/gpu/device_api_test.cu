@@ -318,9 +318,9 @@ TEST_CASE("p2p_launch makes every rank's arguments before it launches: a bad one
 }
 
 // Handles another clique of the same size made pass the rank checks; a launch on `peers` given
-// only those would release (after a failed launch) and load through a clique its kernels do not
-// meet on. Before, it was accepted.
-TEST_CASE("p2p_launch refuses arguments that hold no handle of the clique it launches on") {
+// them would, after a failed launch, release `peers` while its kernels wait in the other
+// clique's sessions. Before, it was accepted.
+TEST_CASE("p2p_launch refuses a handle of another clique") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   cohort::p2p_clique peers(group, {.patience = patience}), others(group, {.patience = patience});
@@ -332,6 +332,15 @@ TEST_CASE("p2p_launch refuses arguments that hold no handle of the clique it lau
                                           [&](std::size_t r) {
                                             return std::make_tuple(
                                                 cohort::p2p_handle_for(others, x, r),
+                                                cohort::p2p_handle_for(others, y, r),
+                                                static_cast<const int*>(in.shard(r).data.data()));
+                                          }),
+                       doctest::Contains("another clique"), std::invalid_argument);
+  // One handle of each clique: refused as well.
+  CHECK_THROWS_WITH_AS(cohort::p2p_launch(peers, {.grid = grid, .block = block}, sum_through_sync,
+                                          [&](std::size_t r) {
+                                            return std::make_tuple(
+                                                cohort::p2p_handle_for(peers, x, r),
                                                 cohort::p2p_handle_for(others, y, r),
                                                 static_cast<const int*>(in.shard(r).data.data()));
                                           }),

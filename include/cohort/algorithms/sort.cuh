@@ -45,12 +45,14 @@
 // block plus CUB's storage. This form waits for the GPUs before it returns (it frees the host
 // memory), and so does an exception after it started.
 //
-// Either way, at most 64 members; everything is checked before anything is enqueued: a member
+// Either way, at most 64 members; everything is checked before any work is enqueued: a member
 // whose scratch cannot fit even so, or a host without the memory, is named with the bytes in a
 // std::invalid_argument. Scratch that the check found room for but that then cannot be allocated
-// (memory taken meanwhile, by another process or by the driver for kernels it loads on first use)
-// is planned again, staged and in smaller blocks, before the out-of-memory cuda_error is thrown. If
-// the sort throws after it started enqueuing, the shards' contents are unspecified.
+// (free memory the pool cannot get in one piece, or memory taken meanwhile) is planned again,
+// staged and in smaller blocks; when no smaller plan fits, that is the same std::invalid_argument,
+// or the allocation's out-of-memory cuda_error. Only the scratch's allocations, freed again, come
+// before such an exception. If the sort throws after its work started, the shards' contents are
+// unspecified.
 #pragma once
 
 #include "../distributed/distributed_buffer.cuh"

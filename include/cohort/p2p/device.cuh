@@ -330,8 +330,7 @@ p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buf
 }
 
 // Launches `kernel` on every member of `peers`, on the clique's streams, with the arguments
-// `args_of(rank)` returns (a tuple, its p2p_handles made for that rank, at least one of them by
-// `peers`; others may be of other cliques of the same size). Before a kernel's first
+// `args_of(rank)` returns (a tuple, its p2p_handles made by `peers` for that rank). Before a kernel's first
 // launch on the clique it is loaded everywhere by a launch whose handles are `for_loading()` (the
 // kernel ends at session()): loading a kernel lazily while a peer's kernel waits for it could wait
 // for that kernel. args_of may return references (std::tie of handles kept by the caller): the
@@ -360,13 +359,11 @@ void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(P
                   "p2p_launch: args_of(rank) must return a tuple holding a p2p_handle (the kernel "
                   "is loaded by a launch that ends where it opens the handle's session).");
     // A handle made for another rank, or over a clique of another size, would meet the wrong
-    // peers; arguments without a handle of `peers` itself would leave the launch's own clique
-    // (its release after a failed launch, its loading) apart from the sessions the kernel opens.
-    // Refused before anything is launched (every rank's arguments are made first). Handles of
-    // other cliques may come along (a kernel may open a session of each of several cliques).
+    // peers; a handle of another clique would wait in that clique's sessions, which a launch that
+    // fails part-way neither releases nor marks broken (it releases `peers`). Refused before
+    // anything is launched (every rank's arguments are made first).
     std::apply(
         [&](const auto&... a) {
-          std::size_t own = 0;
           (([&] {
              if constexpr (detail::p2p::is_p2p_handle<std::remove_cvref_t<decltype(a)>>) {
                detail::require_argument(
@@ -375,15 +372,14 @@ void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(P
                    "returned for rank " + std::to_string(i) + " a p2p_handle of rank " +
                        std::to_string(a.rank()) + " of " + std::to_string(a.ranks()) +
                        "; make rank r's handles with p2p_handle_for(peers, buffer, r).");
-               own += a.made_by(peers) ? 1 : 0;
+               detail::require_argument(a.made_by(peers), "p2p_launch", "args_of",
+                                        "returned for rank " + std::to_string(i) +
+                                            " a p2p_handle of another clique; make every handle "
+                                            "with p2p_handle_for(peers, buffer, r) of the clique "
+                                            "launched on.");
              }
            }()),
            ...);
-          detail::require_argument(own > 0, "p2p_launch", "args_of",
-                                   "returned for rank " + std::to_string(i) +
-                                       " no p2p_handle of the clique launched on (they are "
-                                       "another clique's); make them with "
-                                       "p2p_handle_for(peers, buffer, r) of that clique.");
         },
         values);
     if (no_op)

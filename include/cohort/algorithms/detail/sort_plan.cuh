@@ -206,11 +206,12 @@ sort_plan plan_sort(const device_group& group, const partition& split, Less less
   return plan;
 }
 
-// The plan, with each member's scratch taken for it in `memory`. Memory can go between the check
-// and the allocation (another process; the driver growing a context's memory for kernels it loads
-// lazily), so a plan whose scratch runs out of memory is made again, smaller (staged, in smaller
-// blocks), until no smaller one exists; then the allocation's cuda_error is thrown. Nothing is
-// enqueued but the allocations, freed again on their streams.
+// The plan, with each member's scratch taken for it in `memory`. Free memory is not memory the
+// pool can get in one piece, and memory can go between the check and the allocation (another
+// process, the driver), so a plan whose scratch runs out of memory is made again, smaller
+// (staged, in smaller blocks), until no smaller one exists: then the re-plan's
+// std::invalid_argument, or the allocation's cuda_error, is thrown. Nothing is enqueued but the
+// allocations, freed again on their streams.
 template <class K, class V, class Less>
 sort_plan plan_with_scratch(const device_group& group, const partition& split, Less less,
                             std::string_view function, std::vector<scratch>& memory) {
@@ -228,6 +229,10 @@ sort_plan plan_with_scratch(const device_group& group, const partition& split, L
       if (error.status() != cudaErrorMemoryAllocation ||
           (!plan.through_host && sort_tuning_for_tests.staging == sort_staging::on_devices))
         throw;
+      // Members that share a device reuse each other's freed scratch only once the frees ran on
+      // their streams (and the re-plan counts it as free): wait for them. Nothing of the sort is
+      // queued yet.
+      group.synchronize();
       sort_plan smaller = plan_sort<K, V>(group, split, less, function, &plan);
       if (plan.through_host && smaller.block == plan.block) throw;
       plan = std::move(smaller);
