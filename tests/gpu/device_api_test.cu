@@ -328,23 +328,18 @@ TEST_CASE("p2p_launch refuses a handle of another clique") {
   cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split);
   CHECK(cohort::p2p_handle_for(peers, x, 1).made_by(peers));
   CHECK_FALSE(cohort::p2p_handle_for(others, x, 1).made_by(peers));
-  CHECK_THROWS_WITH_AS(cohort::p2p_launch(peers, {.grid = grid, .block = block}, sum_through_sync,
-                                          [&](std::size_t r) {
-                                            return std::make_tuple(
-                                                cohort::p2p_handle_for(others, x, r),
-                                                cohort::p2p_handle_for(others, y, r),
-                                                static_cast<const int*>(in.shard(r).data.data()));
-                                          }),
-                       doctest::Contains("another clique"), std::invalid_argument);
+  // x's handles of clique `x_of`, y's of `y_of`, on `peers`.
+  auto launch_with = [&](cohort::p2p_clique& x_of, cohort::p2p_clique& y_of) {
+    cohort::p2p_launch(peers, {.grid = grid, .block = block}, sum_through_sync, [&](std::size_t r) {
+      return std::make_tuple(cohort::p2p_handle_for(x_of, x, r), cohort::p2p_handle_for(y_of, y, r),
+                             static_cast<const int*>(in.shard(r).data.data()));
+    });
+  };
+  CHECK_THROWS_WITH_AS(launch_with(others, others), doctest::Contains("another clique"),
+                       std::invalid_argument);
   // One handle of each clique: refused as well.
-  CHECK_THROWS_WITH_AS(cohort::p2p_launch(peers, {.grid = grid, .block = block}, sum_through_sync,
-                                          [&](std::size_t r) {
-                                            return std::make_tuple(
-                                                cohort::p2p_handle_for(peers, x, r),
-                                                cohort::p2p_handle_for(others, y, r),
-                                                static_cast<const int*>(in.shard(r).data.data()));
-                                          }),
-                       doctest::Contains("another clique"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(launch_with(peers, others), doctest::Contains("another clique"),
+                       std::invalid_argument);
   CHECK_FALSE(peers.broken());
   CHECK_FALSE(others.broken());
 }
