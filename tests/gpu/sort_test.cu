@@ -266,6 +266,16 @@ struct sort_tuning_scope {
   ~sort_tuning_scope() { cohort::detail::sort_tuning_for_tests = saved; }
 };
 
+// Device memory a [serial] case takes from the sort (cudaMalloc, outside the pool), freed at the
+// end of the case.
+struct ballast {
+  void* p = nullptr;
+  ballast() = default;
+  ballast(const ballast&) = delete;
+  ballast& operator=(const ballast&) = delete;
+  ~ballast() { cudaFree(p); }
+};
+
 } // namespace
 
 TEST_CASE("uint32 keys sort ascending") {
@@ -501,10 +511,7 @@ TEST_CASE("a sort whose scratch cannot fit on its device is staged through host 
   REQUIRE(cudaMemPoolTrimTo(pool, 0) == cudaSuccess); // what the pool holds unused, back
   const std::size_t free = cohort::memory_info(cohort::device_ref{0}).free;
   REQUIRE(free > key_bytes);
-  struct ballast {
-    void* p = nullptr;
-    ~ballast() { cudaFree(p); }
-  } taken;
+  ballast taken;
   REQUIRE(cudaMalloc(&taken.p, free - key_bytes / 4 * 3) == cudaSuccess);
   unsigned long long before = 0, zero = 0, high = 0;
   REQUIRE(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &before) == cudaSuccess);
@@ -535,10 +542,7 @@ TEST_CASE(
   k.copy_from_host(keys);
   one.synchronize();
 
-  struct ballast {
-    void* p = nullptr;
-    ~ballast() { cudaFree(p); }
-  } taken;
+  ballast taken;
   std::vector<std::vector<std::size_t>> plans; // each plan's scratch, as the sort asked for it
   cohort::detail::sort_tuning tuning;
   tuning.before_scratch = [&](const std::vector<std::size_t>& need) {

@@ -330,10 +330,10 @@ p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buf
 }
 
 // Launches `kernel` on every member of `peers`, on the clique's streams, with the arguments
-// `args_of(rank)` returns (a tuple, its p2p_handles made by `peers` for that rank). Before a kernel's first
-// launch on the clique it is loaded everywhere by a launch whose handles are `for_loading()` (the
-// kernel ends at session()): loading a kernel lazily while a peer's kernel waits for it could wait
-// for that kernel. args_of may return references (std::tie of handles kept by the caller): the
+// `args_of(rank)` returns (a tuple, its p2p_handles made by `peers` for that rank). Before a
+// kernel's first launch on the clique it is loaded everywhere by a launch whose handles are
+// `for_loading()` (the kernel ends at session()): loading a kernel lazily while a peer's kernel
+// waits for it could wait for that kernel. args_of may return references (std::tie of handles kept by the caller): the
 // launch works on copies. A launch that fails part-way releases the members already launched,
 // once the work queued ahead on the missing members' streams is done (what the failed call writes
 // is unspecified), and breaks the clique, as for its collectives.
