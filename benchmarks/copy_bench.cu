@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
     t1.synchronize();
     s0.synchronize();
     float check[4];
+    const cohort::scoped_device on(d1); // a copy of pool memory, with its device current
     cohort::check_cuda(cudaMemcpy(check, b1.data(), sizeof check, cudaMemcpyDeviceToHost),
                        "cudaMemcpy", d1.get());
     float expected;

@@ -239,6 +239,8 @@ std::vector<unsigned long long> facts_of(cohort::device_group& group,
     const auto shard = keys.shard(k).data;
     if (shard.empty()) continue;
     std::uint64_t ends[2];
+    // With the shard's device current: a copy of another device's pool memory fails.
+    cohort::scoped_device on(keys.shard(k).device);
     check(cudaMemcpy(&ends[0], shard.data(), 8, cudaMemcpyDefault), "cudaMemcpy");
     check(cudaMemcpy(&ends[1], shard.data() + shard.size() - 1, 8, cudaMemcpyDefault),
           "cudaMemcpy");

@@ -10,6 +10,7 @@
 
 #include <cuda/std/functional>
 
+#include <algorithm>
 #include <vector>
 
 namespace {
@@ -45,7 +46,8 @@ struct add_index {
   __device__ void operator()(std::size_t i) const { x[i] += static_cast<int>(i); }
 };
 
-// Allocation, a kernel, a pending reduction, a device-result reduction and copies, all on `group`.
+// Allocation, a kernel, a pending reduction, a device-result reduction, copies and sorts, all on
+// `group`.
 void work_on(const cohort::device_group& group) {
   const std::size_t n = 4099;
   cohort::distributed_buffer<int> x(group, n);
@@ -58,6 +60,31 @@ void work_on(const cohort::device_group& group) {
   CHECK(on_device.get() == sum);
   const long long m = static_cast<long long>(x.shard(0).data.size()); // indices 0..m-1 summed
   CHECK(sum == m * (m - 1) / 2);
+  // Sorts on the devices and staged through host memory in runs: their last calls (the readers'
+  // guard, the staging's release) ran with no device current, which makes GPU 0's context.
+  std::vector<unsigned> keys = cohort::testing::random_values<unsigned>(n, 17);
+  std::vector<unsigned> expected = keys;
+  std::sort(expected.begin(), expected.end());
+  for (const bool staged : {false, true}) {
+    CAPTURE(staged);
+    const cohort::detail::sort_tuning saved = cohort::detail::sort_tuning_for_tests;
+    cohort::detail::sort_tuning_for_tests = {staged ? cohort::detail::sort_staging::through_host
+                                                    : cohort::detail::sort_staging::on_devices,
+                                             staged ? std::size_t{500} : 0};
+    cohort::distributed_buffer<unsigned> k(group, n);
+    k.copy_from_host(keys);
+    try {
+      cohort::multi_device_sort(group, k);
+    } catch (...) {
+      cohort::detail::sort_tuning_for_tests = saved;
+      throw;
+    }
+    cohort::detail::sort_tuning_for_tests = saved;
+    std::vector<unsigned> out(n);
+    k.copy_to_host(out);
+    group.synchronize();
+    CHECK(out == expected);
+  }
   group.synchronize();
 }
 
@@ -74,6 +101,21 @@ TEST_CASE("work on GPU 1 alone creates no context on GPU 0") {
   {
     cohort::device_group group{cohort::device_ref{1}};
     work_on(group);
+#if COHORT_WITH_NCCL
+    // An NCCL clique of one rank, and a collective: NCCL's group end sets back the device it
+    // found current, which with none current made GPU 0's context.
+    {
+      cohort::nccl_clique nccl(group);
+      const std::vector<int> ones(257, 1);
+      cohort::distributed_buffer<int> x(group, ones.size());
+      x.copy_from_host(ones);
+      cohort::all_reduce(nccl, x, cohort::sum);
+      std::vector<int> back(ones.size());
+      x.copy_to_host(back);
+      group.synchronize();
+      CHECK(back == ones);
+    }
+#endif
     CHECK(primary_active(api, 1));
   }
   // A scope around GPU 1 restores "no context current", not GPU 0.

@@ -428,6 +428,8 @@ TEST_CASE(
     "for_each_n, on_each_member, peer copies, fork and join in a graph, mixed with direct calls") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
+  // A graph captures only direct copies between two GPUs (the peer copy below).
+  REQUIRE(group.enable_peer_access());
   const std::size_t n = 100'003;
   cohort::distributed_buffer<int> x(group, n);
   cohort::distributed_buffer<int> copy(group,

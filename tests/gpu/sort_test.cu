@@ -355,25 +355,32 @@ TEST_CASE("sorts refuse mismatched values, a capture, and an input whose scratch
 
 // Every call makes current the device it needs: a sort over GPUs 0 and 1 with GPU 1 current (the
 // end of a user's set-up loop) reads member 0's split table back with GPU 0 current. Before, that
-// copy of GPU 0's stream-ordered memory ran with the caller's GPU 1 current.
+// copy of GPU 0's stream-ordered memory ran with the caller's GPU 1 current. Staged in blocks too:
+// on the devices the sort grants GPU 1 access to GPU 0's pool, which hid the fault.
 TEST_CASE("a sort with another GPU current sorts right and leaves that GPU current") {
   COHORT_SKIP_UNLESS_GPUS(2);
   cohort::device_group group({cohort::device_ref{0}, cohort::device_ref{1}});
   const std::size_t n = 7919;
-  auto in = make_keys<std::uint32_t>(n, pattern::random, 5);
-  cohort::distributed_buffer<std::uint32_t> keys(group, n);
-  keys.copy_from_host(in);
-  group.synchronize();
-  {
-    cohort::scoped_device user(cohort::device_ref{1});
-    cohort::multi_device_sort(group, keys);
-    int current = -1;
-    cohort::check_cuda(cudaGetDevice(&current), "cudaGetDevice");
-    CHECK(current == 1);
+  for (const bool staged : {true, false}) { // staged first: the other grants pool access
+    CAPTURE(staged);
+    const sort_tuning_scope tuning({staged ? cohort::detail::sort_staging::through_host
+                                           : cohort::detail::sort_staging::on_devices,
+                                    staged ? std::size_t{1000} : 0});
+    auto in = make_keys<std::uint32_t>(n, pattern::random, 5);
+    cohort::distributed_buffer<std::uint32_t> keys(group, n);
+    keys.copy_from_host(in);
+    group.synchronize();
+    {
+      cohort::scoped_device user(cohort::device_ref{1});
+      cohort::multi_device_sort(group, keys);
+      int current = -1;
+      cohort::check_cuda(cudaGetDevice(&current), "cudaGetDevice");
+      CHECK(current == 1);
+    }
+    const auto out = read_back(group, keys);
+    std::stable_sort(in.begin(), in.end());
+    CHECK(first_difference(out, in) == n);
   }
-  const auto out = read_back(group, keys);
-  std::stable_sort(in.begin(), in.end());
-  CHECK(first_difference(out, in) == n);
 }
 
 // The radix sort passes the keys between the shard and one scratch copy (CUB's DoubleBuffer form),

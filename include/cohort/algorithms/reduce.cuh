@@ -12,7 +12,10 @@
 // std::logic_error before enqueuing anything. The second, `..._into(..., device_result<T>&
 // result)`, leaves the value in device memory on member 0 (`result.data()`), written in member
 // 0's stream order; nothing is allocated or created during the call, so it can be captured and
-// replayed any number of times. Its T is the result's (`init` converts to it).
+// replayed any number of times. Its T is the result's (`init` converts to it). Captured over
+// members on several devices, each member's device must reach member 0's memory pool (a graph
+// captures only direct copies): call group.enable_peer_access() before the capture; without it
+// the call throws std::logic_error, naming the member, before enqueuing anything.
 //
 //   auto sum = cohort::multi_device_reduce(group, x, 0.0f, cuda::std::plus<>{});
 //   auto max = cohort::multi_device_transform_reduce(group, x, -INFINITY,
@@ -34,6 +37,7 @@
 #include "../execution/detail/one_capture.cuh"
 #include "../execution/launch.cuh"
 #include "../execution/on_each.cuh"
+#include "../memory/detail/peer_copy.cuh"
 #include "pending.cuh"
 
 #include <cub/warp/warp_load.cuh>
@@ -285,6 +289,7 @@ void enqueue_reduce(const device_group& group, const std::vector<std::size_t>& c
                     reduce_scratch<T>& scratch, reduce_events& events, T* result) {
   using slot = maybe<T>;
   const stream_ref root = group.stream(0);
+  const bool capturing = root.is_capturing(); // every member's stream, or none (checked before)
   // Clearing the gathered slots also says "no items" for members that have none.
   {
     scoped_device on(root.device());
@@ -327,10 +332,8 @@ void enqueue_reduce(const device_group& group, const std::vector<std::size_t>& c
       }
       // The slot in member 0's gathered array must be cleared before it is overwritten.
       m.stream.wait(events.gathered_ready);
-      // cudaMemcpyAsync (cudaMemcpyDefault): cudaMemcpyPeerAsync cannot be captured.
-      check_cuda(cudaMemcpyAsync(scratch.gathered() + m.rank, mine, sizeof(slot), cudaMemcpyDefault,
-                                 m.stream.native_handle()),
-                 "cudaMemcpyAsync (reduction partial to member 0)", m.device.get());
+      copy_between_devices(scratch.gathered() + m.rank, root.device(), mine, m.device, sizeof(slot),
+                           m.stream, capturing, "reduction partial to member 0");
     }
     events.member_done[m.rank].record(m.stream);
   });
@@ -468,6 +471,11 @@ class device_result {
                                      "was made for another group (its streams are not this "
                                      "group's); make a device_result over this group.");
     detail::require_one_capture(streams_, function);
+    if (group.stream(0).is_capturing())
+      for (std::size_t k = 1; k < group.size(); ++k)
+        detail::require_capturable_copy(group.device(k), group.device(0), function,
+                                        "member " + std::to_string(k) +
+                                            "'s copy of its partial result to member 0");
     try {
       detail::enqueue_reduce(group, counts, input_of, init, op, transform, scratch_, events_,
                              value_.data());
@@ -475,11 +483,17 @@ class device_result {
       // The members before the failing one may still copy their part into member 0's gathered
       // slots: member 0's stream, where the next reduction clears them and where they are freed,
       // waits for every member's stream as it stands. No host wait.
-      for (std::size_t k = 0; k < group.size(); ++k) {
-        const cudaEvent_t done = events_.member_done[k].native_handle();
-        ignore_cuda_error(cudaEventRecord(done, group.stream(k).native_handle()));
-        ignore_cuda_error(cudaStreamWaitEvent(group.stream(0).native_handle(), done, 0));
-      }
+      for (std::size_t k = 0; k < group.size(); ++k)
+        try {
+          // Each call with its stream's device current: with none, the runtime would make GPU
+          // 0's context.
+          const cudaEvent_t done = events_.member_done[k].native_handle();
+          scoped_device on(group.device(k));
+          ignore_cuda_error(cudaEventRecord(done, group.stream(k).native_handle()));
+          on.set(group.device(0));
+          ignore_cuda_error(cudaStreamWaitEvent(group.stream(0).native_handle(), done, 0));
+        } catch (...) { // a device could not be made current: its context is gone
+        }
       throw;
     }
   }

@@ -26,7 +26,11 @@
 // shard hands on the carry it got. Every step is enqueued on the group's streams: nothing waits
 // for the host, nothing copies pageable memory, and the whole scan can be captured into a graph
 // (every member's stream in one capture: a scan with some of them outside it throws
-// std::logic_error, naming the member, before anything is enqueued).
+// std::logic_error, naming the member, before anything is enqueued). Captured, each member on
+// another device than the next must reach that device's memory pool (a graph captures only direct
+// copies): call group.enable_peer_access() before the capture; a scan captured without it throws
+// std::logic_error, naming the pair, before anything is enqueued. Outside a capture the carry is a
+// cudaMemcpyPeerAsync and needs no access.
 // Each element is read twice and written once (one GPU's CUB scan reads it once), so on p GPUs
 // the scan takes about 3/(2p) of one GPU's time at best: 0.75x the time on 2, i.e. 1.33x faster.
 // (The inclusive form on members past the first reads x[i] a third time as it writes out[i], just
@@ -49,6 +53,7 @@
 #include "../execution/detail/one_capture.cuh"
 #include "../execution/device_group.cuh"
 #include "../execution/launch.cuh"
+#include "../memory/detail/peer_copy.cuh"
 #include "detail/scan.cuh"
 #include "detail/scratch.cuh"
 
@@ -82,6 +87,12 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
       group.size(), [&](std::size_t k) { return group.stream(k); }, function);
   refuse_recorded_error(function, group.device(0).get());
   const std::size_t members = group.size();
+  const bool capturing = group.stream(0).is_capturing();
+  if (capturing)
+    for (std::size_t k = 0; k + 1 < members; ++k)
+      require_capturable_copy(group.device(k), group.device(k + 1), function,
+                              "member " + std::to_string(k) + "'s copy of its carry to member " +
+                                  std::to_string(k + 1));
   const partition& split = out.split();
   std::vector<bool> has_carry(members);
   bool before = Exclusive; // init counts as an element before shard 0
@@ -163,8 +174,13 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
     ~wait_for_hand_offs() {
       if (finished) return;
       for (std::size_t k = 1; k < group.size() && k - 1 < handed.size(); ++k)
-        ignore_cuda_error(
-            cudaStreamWaitEvent(group.stream(k).native_handle(), handed[k - 1].native_handle(), 0));
+        try {
+          // The stream's device current: with none, the runtime would make GPU 0's context.
+          scoped_device on(group.device(k));
+          ignore_cuda_error(cudaStreamWaitEvent(group.stream(k).native_handle(),
+                                                handed[k - 1].native_handle(), 0));
+        } catch (...) { // the device could not be made current: its context is gone
+        }
     }
   } guard{group, handed};
   if constexpr (Exclusive) launch(group.stream(0), {}, store_value<T>, carry[0], *init);
@@ -183,10 +199,8 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
         launch(stream, {}, chain_carry<T, ScanOp>, carry[k], static_cast<bool>(has_carry[k]),
                total[k], has_total, next[k], op);
         stream.wait(allocated[k + 1]);
-        // cudaMemcpyAsync (cudaMemcpyDefault): cudaMemcpyPeerAsync cannot be captured.
-        check_cuda(cudaMemcpyAsync(carry[k + 1], next[k], sizeof(T), cudaMemcpyDefault,
-                                   stream.native_handle()),
-                   "cudaMemcpyAsync (" + name + " carry)", device);
+        copy_between_devices(carry[k + 1], group.device(k + 1), next[k], group.device(k), sizeof(T),
+                             stream, capturing, name + " carry");
       }
       handed[k].record(stream);
     }

@@ -118,15 +118,14 @@ inline void enable_peer_access(device_ref from, device_ref to) {
         "device " + std::to_string(from.get()) + " cannot access device " +
             std::to_string(to.get()) +
             "'s memory (no peer path between them); copy through the host instead.");
-  {
-    scoped_device on(from);
-    cudaError_t status = cudaDeviceEnablePeerAccess(to.get(), 0);
-    if (status == cudaErrorPeerAccessAlreadyEnabled)
-      ignore_cuda_error(status);
-    else
-      check_cuda(status, "cudaDeviceEnablePeerAccess(" + std::to_string(to.get()) + ")",
-                 from.get());
-  }
+  // `from` current throughout: with none current, the pool calls would make (and create) GPU 0's
+  // primary context.
+  scoped_device on(from);
+  cudaError_t status = cudaDeviceEnablePeerAccess(to.get(), 0);
+  if (status == cudaErrorPeerAccessAlreadyEnabled)
+    ignore_cuda_error(status);
+  else
+    check_cuda(status, "cudaDeviceEnablePeerAccess(" + std::to_string(to.get()) + ")", from.get());
   // Peer access covers cudaMalloc memory only: memory from the stream-ordered allocator (every
   // device_buffer) lives in `to`'s memory pool, whose access list must name `from` as well.
   cudaMemPool_t pool = nullptr;

@@ -19,6 +19,7 @@
 #include "../streams/event.cuh"
 #include "../streams/stream_ref.cuh"
 #include "bitwise_copyable.cuh"
+#include "detail/peer_copy.cuh"
 
 #include <cuda/std/span>
 
@@ -128,7 +129,9 @@ public:
 
   // Enqueues a copy of this buffer into `target`, on this or another device (a peer copy, direct
   // where peer access is enabled, staged by CUDA otherwise). The copy runs on this buffer's stream
-  // after the work already on `target`'s stream, and `target`'s stream waits for it.
+  // after the work already on `target`'s stream, and `target`'s stream waits for it. Captured into
+  // a graph, a copy between two devices must be direct: enable peer access from the copying
+  // stream's device to the other before the capture (refused, naming the call, otherwise).
   // Between two GPUs each of these orderings is a cross-device dependency that the GPUs resolve in
   // a few microseconds; back-to-back copies where the caller already orders the streams (or
   // needs no order) are faster with the form below that takes a stream.
@@ -138,8 +141,11 @@ public:
     require_same_size(target.size(), "copy_to", "target");
     if (empty()) return;
     const bool other_stream = !(target.stream_ == stream_);
+    // The target's stream alone being captured takes this one into its capture (order_before).
+    const bool capturing =
+        require_capturable(target, stream_, other_stream && target.stream_.is_capturing());
     if (other_stream) target.order_before(stream_);
-    enqueue_copy(target, stream_);
+    enqueue_copy(target, stream_, capturing);
     if (other_stream) order_before(target.stream_);
   }
 
@@ -159,7 +165,7 @@ public:
               std::to_string(device().get()) + ") nor the target's (" +
               std::to_string(target.device().get()) + "); pass a stream of one of them.");
     if (empty()) return;
-    enqueue_copy(target, stream);
+    enqueue_copy(target, stream, require_capturable(target, stream, false));
   }
 
   // Enqueues setting every byte to `value` (poisoning outputs in tests, zeroing accumulators).
@@ -188,15 +194,21 @@ private:
               std::to_string(size_) + "; sizes must match.");
   }
 
-  void enqueue_copy(device_buffer& target, stream_ref stream) const {
-    scoped_device on(stream.device());
-    // cudaMemcpyAsync with cudaMemcpyDefault (unified addressing finds both devices) rather than
-    // cudaMemcpyPeerAsync, which CUDA 13 refuses on a stream being captured into a graph.
-    check_cuda(cudaMemcpyAsync(target.data_, data_, size_bytes(), cudaMemcpyDefault,
-                               stream.native_handle()),
-               "cudaMemcpyAsync(device " + std::to_string(device().get()) + " to device " +
-                   std::to_string(target.device().get()) + ")",
-               stream.device().get());
+  // Whether the copy on `stream` is captured (`stream` is, or `joins` a capture); refuses a
+  // captured copy between two devices that could not be captured (before anything is enqueued).
+  bool require_capturable(const device_buffer& target, stream_ref stream, bool joins) const {
+    if (!joins && !stream.is_capturing()) return false;
+    const device_ref other = stream.device() == device() ? target.device() : device();
+    detail::require_capturable_copy(stream.device(), other, "device_buffer::copy_to",
+                                    "a copy of " + std::to_string(size_bytes()) + " bytes");
+    return true;
+  }
+
+  void enqueue_copy(device_buffer& target, stream_ref stream, bool capturing) const {
+    detail::copy_between_devices(target.data_, target.device(), data_, device(), size_bytes(),
+                                 stream, capturing,
+                                 "device " + std::to_string(device().get()) + " to device " +
+                                     std::to_string(target.device().get()));
   }
 
   // `later` waits for the work enqueued so far on this buffer's stream.

@@ -75,7 +75,8 @@ class nccl_group {
     if (!open_) return;
     open_ = false;
     current() = outer_;
-    const ncclResult_t result = ncclGroupEnd();
+    const ncclResult_t result =
+        used_.empty() ? ncclGroupEnd() : detail::group_end_on(used_.front().device());
     if (result != ncclSuccess && result != ncclInProgress) check_nccl(result, "ncclGroupEnd");
     if (outer_ != nullptr) { // nested: the outermost group waits for everything
       for (const communicator_ref& c : used_)

@@ -84,9 +84,21 @@ class host_staging {
   host_staging& operator=(const host_staging&) = delete;
   ~host_staging() {
     if (data_ == nullptr) return;
+    // Each call with a member's device current: with none current, the runtime would make (and
+    // create) GPU 0's primary context. A device that cannot be made current lost its context (and
+    // its work); the memory is freed all the same.
     for (std::size_t k = 0; k < group_.size(); ++k)
-      ignore_cuda_error(cudaStreamSynchronize(group_.stream(k).native_handle()));
-    ignore_cuda_error(cudaFreeHost(data_));
+      try {
+        scoped_device on(group_.device(k));
+        ignore_cuda_error(cudaStreamSynchronize(group_.stream(k).native_handle()));
+      } catch (...) {
+      }
+    try {
+      scoped_device on(group_.device(0));
+      ignore_cuda_error(cudaFreeHost(data_));
+    } catch (...) {
+      ignore_cuda_error(cudaFreeHost(data_));
+    }
   }
   unsigned char* data() const { return data_; }
 

@@ -70,6 +70,18 @@ inline void wait_made(const std::vector<ncclComm_t>& made, const std::vector<ran
   }
 }
 
+// ncclGroupEnd with `device` current, and what was current before made current again: NCCL's
+// blocking group end saves the current device and sets it back with cudaSetDevice, which, with no
+// context current, makes (and creates) GPU 0's primary context in a process that may not use it.
+inline ncclResult_t group_end_on(device_ref device) noexcept {
+  try {
+    scoped_device on(device);
+    return ncclGroupEnd();
+  } catch (...) { // the device could not be made current, before the call: end the group anyway
+    return ncclGroupEnd();
+  }
+}
+
 // Runs `post(i, &made[i])` (an NCCL call that makes a communicator) for every rank in one NCCL
 // group, rank i's device current: one thread drives every rank of a clique. On an error aborts
 // what was made and throws. The group is closed on every path: one left open would take this
@@ -95,7 +107,7 @@ std::vector<ncclComm_t> post_together(const std::vector<rank_of>& ranks, Post&& 
     }
     if (started == ncclInProgress) started = ncclSuccess;
   }
-  const ncclResult_t ended = ncclGroupEnd();
+  const ncclResult_t ended = ranks.empty() ? ncclGroupEnd() : group_end_on(ranks[0].device);
   if (thrown) {
     abort_all(made);
     std::rethrow_exception(thrown);
