@@ -340,10 +340,20 @@ TEST_CASE("a clique broadcasts, gathers, scatters and passes a ring of sends") {
         wrong += block[i] != static_cast<int>(ranks) * in[r][i];
       CHECK(wrong == 0);
     }
-    // Broadcast from the last rank, then a ring: rank r sends to r+1.
+    // Broadcast from the last rank: every rank holds its data.
     cohort::broadcast(nccl, mine, static_cast<int>(ranks - 1));
     nccl.wait(120s);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      std::vector<int> got(n);
+      mine.local(r).copy_to_host(got);
+      group.synchronize();
+      CHECK(got == in[ranks - 1]);
+    }
+    // A ring of each rank's own data: rank r sends to r+1, so receives rank r-1's.
+    for (std::size_t r = 0; r < ranks; ++r)
+      mine.local(r).copy_from_host(in[r]);
     cohort::distributed_buffer<int> ring(group, cohort::partition::replicated(n, ranks));
+    ring.fill_bytes(cohort::testing::poison_byte);
     {
       cohort::nccl_group batch;
       for (std::size_t r = 0; r < ranks; ++r) {
@@ -359,7 +369,7 @@ TEST_CASE("a clique broadcasts, gathers, scatters and passes a ring of sends") {
       std::vector<int> got(n);
       ring.local(r).copy_to_host(got);
       group.synchronize();
-      CHECK(got == in[ranks - 1]);
+      CHECK(got == in[(r + ranks - 1) % ranks]);
     }
   }
 }
@@ -444,22 +454,40 @@ TEST_CASE("a clique splits into sub-communicators that work") {
   auto alone = nccl.split(own);
   for (int r = 0; r < ranks; ++r)
     CHECK(alone[r].size() == 1);
-  // The reversed communicator all-reduces.
   cohort::distributed_buffer<int> x(group, cohort::partition::replicated(1000, ranks));
+  // Every rank's `collective(r)` on the reversed communicator in one group; then every rank holds
+  // `value` everywhere.
+  auto every_rank_gets = [&](auto collective, int value) {
+    {
+      cohort::nccl_group batch;
+      for (int r = 0; r < ranks; ++r)
+        collective(r);
+      batch.end();
+    }
+    for (int r = 0; r < ranks; ++r)
+      reversed[r].wait(group.stream(r), 120s);
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<int> out(1000);
+      x.local(r).copy_to_host(out);
+      group.synchronize();
+      CHECK(out == std::vector<int>(1000, value));
+    }
+  };
+  // The reversed communicator all-reduces.
   for (int r = 0; r < ranks; ++r)
     x.local(r).copy_from_host(std::vector<int>(1000, r + 1));
-  {
-    cohort::nccl_group batch;
-    for (int r = 0; r < ranks; ++r)
-      cohort::all_reduce(reversed[r], x.shard(r).data, cohort::sum, group.stream(r));
-    batch.end();
-  }
+  every_rank_gets(
+      [&](int r) {
+        cohort::all_reduce(reversed[r], x.shard(r).data, cohort::sum, group.stream(r));
+      },
+      ranks * (ranks + 1) / 2);
+  // The reversed order itself: its root (rank 0) is the group's last member, whose data every
+  // member receives (a sum could not tell the order).
   for (int r = 0; r < ranks; ++r)
-    reversed[r].wait(group.stream(r), 120s);
-  std::vector<int> out(1000);
-  x.local(0).copy_to_host(out);
-  group.synchronize();
-  CHECK(out == std::vector<int>(1000, ranks * (ranks + 1) / 2));
+    x.local(r).copy_from_host(std::vector<int>(1000, 10 * (r + 1)));
+  every_rank_gets(
+      [&](int r) { cohort::broadcast(reversed[r], x.shard(r).data, 0, group.stream(r)); },
+      10 * ranks);
 }
 
 namespace {
