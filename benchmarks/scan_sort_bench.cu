@@ -218,6 +218,8 @@ std::vector<unsigned long long> facts_of(cohort::device_group& group,
                                          cohort::distributed_buffer<std::uint64_t>& keys) {
   std::vector<unsigned long long> all(3, 0);
   for (std::size_t k = 0; k < group.size(); ++k) {
+    // The raw calls below with the member's device current (its pool memory, its stream).
+    cohort::scoped_device on(group.device(k));
     cohort::device_buffer<unsigned long long> facts(3, group.stream(k));
     check(cudaMemsetAsync(facts.data(), 0, 3 * sizeof(unsigned long long),
                           group.stream(k).native_handle()),
