@@ -283,13 +283,14 @@ inline thread_local std::size_t reduce_fails_at_member_for_tests = ~std::size_t{
 // Enqueues the reduction of member k's `counts[k]` items of `input_of(k)` (an iterator) on the
 // group's streams, the result written to `result` on member 0's stream. Allocates nothing and
 // creates nothing (scratch and events are given), so that it can be captured into a graph.
+// `capturing`: whether every member's stream is being captured (the caller checked that all are,
+// or none, and that the copies to member 0 can be captured).
 template <class T, class Op, class Transform, class InputOf>
 void enqueue_reduce(const device_group& group, const std::vector<std::size_t>& counts,
                     InputOf input_of, T init, Op op, Transform transform,
-                    reduce_scratch<T>& scratch, reduce_events& events, T* result) {
+                    reduce_scratch<T>& scratch, reduce_events& events, T* result, bool capturing) {
   using slot = maybe<T>;
   const stream_ref root = group.stream(0);
-  const bool capturing = root.is_capturing(); // every member's stream, or none (checked before)
   // Clearing the gathered slots also says "no items" for members that have none.
   {
     scoped_device on(root.device());
@@ -378,7 +379,8 @@ pending<T> reduce_pending(const device_group& group, const std::vector<std::size
     host = static_cast<T*>(pinned_slots::instance().take());
   }
   try {
-    enqueue_reduce(group, counts, input_of, init, op, transform, scratch, events, host);
+    enqueue_reduce(group, counts, input_of, init, op, transform, scratch, events, host,
+                   /*capturing=*/false); // refused above
   } catch (...) {
     // Whatever was enqueued must finish before the slot and the scratch are reused. A wait on
     // the host, bounded by the work already queued; its own failure leaves the slot unreturned.
@@ -470,30 +472,28 @@ class device_result {
       detail::throw_invalid_argument(function, "result",
                                      "was made for another group (its streams are not this "
                                      "group's); make a device_result over this group.");
-    detail::require_one_capture(streams_, function);
-    if (group.stream(0).is_capturing())
+    const bool capturing = detail::require_one_capture(streams_, function);
+    if (capturing)
       for (std::size_t k = 1; k < group.size(); ++k)
         detail::require_capturable_copy(group.device(k), group.device(0), function,
                                         "member " + std::to_string(k) +
                                             "'s copy of its partial result to member 0");
     try {
       detail::enqueue_reduce(group, counts, input_of, init, op, transform, scratch_, events_,
-                             value_.data());
+                             value_.data(), capturing);
     } catch (...) {
       // The members before the failing one may still copy their part into member 0's gathered
       // slots: member 0's stream, where the next reduction clears them and where they are freed,
       // waits for every member's stream as it stands. No host wait.
-      for (std::size_t k = 0; k < group.size(); ++k)
-        try {
-          // Each call with its stream's device current: with none, the runtime would make GPU
-          // 0's context.
-          const cudaEvent_t done = events_.member_done[k].native_handle();
-          scoped_device on(group.device(k));
+      for (std::size_t k = 0; k < group.size(); ++k) {
+        const cudaEvent_t done = events_.member_done[k].native_handle();
+        detail::on_device_quietly(group.device(k), [&] {
           ignore_cuda_error(cudaEventRecord(done, group.stream(k).native_handle()));
-          on.set(group.device(0));
+        });
+        detail::on_device_quietly(group.device(0), [&] {
           ignore_cuda_error(cudaStreamWaitEvent(group.stream(0).native_handle(), done, 0));
-        } catch (...) { // a device could not be made current: its context is gone
-        }
+        });
+      }
       throw;
     }
   }

@@ -83,11 +83,10 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
   const auto op = scan_operator<T>(given_op);
   using ScanOp = std::remove_const_t<decltype(op)>;
   // Member k waits for member k-1's carry: all in one capture, or none.
-  require_one_capture(
+  const bool capturing = require_one_capture(
       group.size(), [&](std::size_t k) { return group.stream(k); }, function);
   refuse_recorded_error(function, group.device(0).get());
   const std::size_t members = group.size();
-  const bool capturing = group.stream(0).is_capturing();
   if (capturing)
     for (std::size_t k = 0; k + 1 < members; ++k)
       require_capturable_copy(group.device(k), group.device(k + 1), function,
@@ -174,13 +173,10 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
     ~wait_for_hand_offs() {
       if (finished) return;
       for (std::size_t k = 1; k < group.size() && k - 1 < handed.size(); ++k)
-        try {
-          // The stream's device current: with none, the runtime would make GPU 0's context.
-          scoped_device on(group.device(k));
+        on_device_quietly(group.device(k), [&] {
           ignore_cuda_error(cudaStreamWaitEvent(group.stream(k).native_handle(),
                                                 handed[k - 1].native_handle(), 0));
-        } catch (...) { // the device could not be made current: its context is gone
-        }
+        });
     }
   } guard{group, handed};
   if constexpr (Exclusive) launch(group.stream(0), {}, store_value<T>, carry[0], *init);

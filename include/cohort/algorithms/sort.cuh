@@ -165,33 +165,27 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
     event& root_done;
     std::vector<event>& pulled;
     std::size_t recorded = 0;
-    // Each member's calls with its device current: with none current, the runtime would make
-    // (and create) GPU 0's primary context. A device that cannot be made current lost its context.
+    // Each member's calls with its device current (a device that cannot be made current lost its
+    // context, and its work with it).
     ~wait_for_readers() {
-      try {
-        scoped_device on(group.device(0));
+      detail::on_device_quietly(group.device(0), [&] {
         ignore_cuda_error(
             cudaEventRecord(root_done.native_handle(), group.stream(0).native_handle()));
-      } catch (...) {
-      }
+      });
       // A member whose merging threw may have enqueued some of its peer reads: its stream's end
       // stands for them.
       for (; recorded < group.size(); ++recorded)
-        try {
-          scoped_device on(group.device(recorded));
+        detail::on_device_quietly(group.device(recorded), [&] {
           ignore_cuda_error(cudaEventRecord(pulled[recorded].native_handle(),
                                             group.stream(recorded).native_handle()));
-        } catch (...) {
-        }
+        });
       for (std::size_t k = 0; k < group.size(); ++k)
-        try {
-          scoped_device on(group.device(k));
+        detail::on_device_quietly(group.device(k), [&] {
           const cudaStream_t stream = group.stream(k).native_handle();
           ignore_cuda_error(cudaStreamWaitEvent(stream, root_done.native_handle(), 0));
           for (std::size_t j = 0; j < recorded; ++j)
             ignore_cuda_error(cudaStreamWaitEvent(stream, pulled[j].native_handle(), 0));
-        } catch (...) {
-        }
+        });
     }
   } guard{group, root_done, done_pulling};
   auto copy_arrays = [&](sort_arrays<K, V> to, const K* from_keys, const V* from_values,

@@ -74,4 +74,32 @@ class scoped_device {
   int current_ = -1;                     // as this scope last set it; -1 before the first set
 };
 
+namespace detail {
+
+// What on_device_quietly does where the device cannot be made current (its context is gone).
+enum class if_not_current { skip, run_anyway };
+
+// Runs `call()` with `device` current, then makes current again what was: for destructors and
+// unwinding, which must neither throw nor, with no context current, let the runtime make (and
+// create) GPU 0's primary context. Where `device` cannot be made current, `call()` is skipped or,
+// for what must happen all the same (freeing host memory, ending an NCCL group), run anyway.
+// `call` reports its own errors (it ignores them or keeps them): one that throws is ignored.
+template <class Call>
+void on_device_quietly(device_ref device, Call&& call,
+                       if_not_current otherwise = if_not_current::skip) noexcept {
+  bool current = false;
+  try {
+    scoped_device on(device);
+    current = true;
+    call();
+  } catch (...) {
+  }
+  if (!current && otherwise == if_not_current::run_anyway) try {
+      call();
+    } catch (...) {
+    }
+}
+
+} // namespace detail
+
 } // namespace cohort

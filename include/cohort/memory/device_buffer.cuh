@@ -142,8 +142,9 @@ public:
     if (empty()) return;
     const bool other_stream = !(target.stream_ == stream_);
     // The target's stream alone being captured takes this one into its capture (order_before).
-    const bool capturing =
-        require_capturable(target, stream_, other_stream && target.stream_.is_capturing());
+    const bool capturing = require_capturable(target, stream_,
+                                              other_stream && target.device() != device() &&
+                                                  target.stream_.is_capturing());
     if (other_stream) target.order_before(stream_);
     enqueue_copy(target, stream_, capturing);
     if (other_stream) order_before(target.stream_);
@@ -196,7 +197,9 @@ private:
 
   // Whether the copy on `stream` is captured (`stream` is, or `joins` a capture); refuses a
   // captured copy between two devices that could not be captured (before anything is enqueued).
+  // Within one device a copy is the same call captured or not: no need to ask.
   bool require_capturable(const device_buffer& target, stream_ref stream, bool joins) const {
+    if (target.device() == device()) return false;
     if (!joins && !stream.is_capturing()) return false;
     const device_ref other = stream.device() == device() ? target.device() : device();
     detail::require_capturable_copy(stream.device(), other, "device_buffer::copy_to",
@@ -206,9 +209,7 @@ private:
 
   void enqueue_copy(device_buffer& target, stream_ref stream, bool capturing) const {
     detail::copy_between_devices(target.data_, target.device(), data_, device(), size_bytes(),
-                                 stream, capturing,
-                                 "device " + std::to_string(device().get()) + " to device " +
-                                     std::to_string(target.device().get()));
+                                 stream, capturing, "device_buffer::copy_to");
   }
 
   // `later` waits for the work enqueued so far on this buffer's stream.

@@ -84,21 +84,15 @@ class host_staging {
   host_staging& operator=(const host_staging&) = delete;
   ~host_staging() {
     if (data_ == nullptr) return;
-    // Each call with a member's device current: with none current, the runtime would make (and
-    // create) GPU 0's primary context. A device that cannot be made current lost its context (and
-    // its work); the memory is freed all the same.
+    // Each call with a member's device current (see on_device_quietly); the memory is freed even
+    // where no device can be made current.
     for (std::size_t k = 0; k < group_.size(); ++k)
-      try {
-        scoped_device on(group_.device(k));
+      on_device_quietly(group_.device(k), [&] {
         ignore_cuda_error(cudaStreamSynchronize(group_.stream(k).native_handle()));
-      } catch (...) {
-      }
-    try {
-      scoped_device on(group_.device(0));
-      ignore_cuda_error(cudaFreeHost(data_));
-    } catch (...) {
-      ignore_cuda_error(cudaFreeHost(data_));
-    }
+      });
+    on_device_quietly(
+        group_.device(0), [&] { ignore_cuda_error(cudaFreeHost(data_)); },
+        if_not_current::run_anyway);
   }
   unsigned char* data() const { return data_; }
 

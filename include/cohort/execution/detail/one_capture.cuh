@@ -19,9 +19,10 @@ namespace cohort::detail {
 
 // Throws std::logic_error naming `function` and the first member whose stream is not in member
 // 0's capture (or is in one where member 0's is not), before anything is enqueued. Member i's
-// stream is stream_of(i), for i < members.
+// stream is stream_of(i), for i < members. Returns whether they are being captured (false for
+// no members), so that the caller need not ask again.
 template <class StreamOf>
-void require_one_capture(std::size_t members, StreamOf stream_of, std::string_view function) {
+bool require_one_capture(std::size_t members, StreamOf stream_of, std::string_view function) {
   bool first_capturing = false;
   unsigned long long first_id = 0;
   int first_device = 0;
@@ -49,10 +50,11 @@ void require_one_capture(std::size_t members, StreamOf stream_of, std::string_vi
           "or none.");
     }
   }
+  return first_capturing;
 }
 
-inline void require_one_capture(const std::vector<stream_ref>& streams, std::string_view function) {
-  require_one_capture(
+inline bool require_one_capture(const std::vector<stream_ref>& streams, std::string_view function) {
+  return require_one_capture(
       streams.size(), [&](std::size_t i) { return streams[i]; }, function);
 }
 

@@ -58,18 +58,23 @@ inline void require_capturable_copy(device_ref on, device_ref other, std::string
 
 // Enqueues a copy of `bytes` from `from` (memory of `from_device`) to `to` (memory of
 // `to_device`) on `stream`, whose device is one of the two. `capturing`: whether the stream is
-// being captured (the caller checked require_capturable_copy then).
+// being captured (the caller checked require_capturable_copy then). `what` names the copy in an
+// error, beside the two devices (the message is built only then: copy_to is a hot path).
 inline void copy_between_devices(void* to, device_ref to_device, const void* from,
                                  device_ref from_device, std::size_t bytes, stream_ref stream,
                                  bool capturing, std::string_view what) {
   scoped_device on(stream.device());
-  if (to_device == from_device || capturing)
-    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream.native_handle()),
-               "cudaMemcpyAsync (" + std::string(what) + ")", stream.device().get());
-  else
-    check_cuda(cudaMemcpyPeerAsync(to, to_device.get(), from, from_device.get(), bytes,
-                                   stream.native_handle()),
-               "cudaMemcpyPeerAsync (" + std::string(what) + ")", stream.device().get());
+  const bool direct = to_device == from_device || capturing;
+  const cudaError_t status =
+      direct ? cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream.native_handle())
+             : cudaMemcpyPeerAsync(to, to_device.get(), from, from_device.get(), bytes,
+                                   stream.native_handle());
+  if (status != cudaSuccess) [[unlikely]]
+    check_cuda(status,
+               std::string(direct ? "cudaMemcpyAsync (" : "cudaMemcpyPeerAsync (") +
+                   std::string(what) + ", device " + std::to_string(from_device.get()) +
+                   " to device " + std::to_string(to_device.get()) + ")",
+               stream.device().get());
 }
 
 } // namespace cohort::detail

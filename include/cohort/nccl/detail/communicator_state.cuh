@@ -204,12 +204,8 @@ class communicator_state {
   // no context current, makes device 0's primary context.
   static void release_on(device_ref device, void (*release)(ncclComm_t, ncclComm_t),
                          ncclComm_t handle, ncclComm_t guard) noexcept {
-    try {
-      scoped_device on(device);
-      release(handle, guard);
-    } catch (...) { // the device could not be made current: NCCL makes its own current
-      release(handle, guard);
-    }
+    on_device_quietly(
+        device, [&] { release(handle, guard); }, if_not_current::run_anyway);
   }
 
   // release_on on a detached thread. False where no thread could be started.

@@ -74,12 +74,10 @@ inline void wait_made(const std::vector<ncclComm_t>& made, const std::vector<ran
 // blocking group end saves the current device and sets it back with cudaSetDevice, which, with no
 // context current, makes (and creates) GPU 0's primary context in a process that may not use it.
 inline ncclResult_t group_end_on(device_ref device) noexcept {
-  try {
-    scoped_device on(device);
-    return ncclGroupEnd();
-  } catch (...) { // the device could not be made current, before the call: end the group anyway
-    return ncclGroupEnd();
-  }
+  ncclResult_t ended = ncclInternalError;
+  on_device_quietly(
+      device, [&] { ended = ncclGroupEnd(); }, if_not_current::run_anyway);
+  return ended;
 }
 
 // Runs `post(i, &made[i])` (an NCCL call that makes a communicator) for every rank in one NCCL
