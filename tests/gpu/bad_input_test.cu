@@ -338,6 +338,54 @@ const bad_input basics[] = {
        auto& x = s.poisoned<cohort::distributed_buffer<unsigned>>(s.group(), 10);
        return [&] { cohort::multi_device_sort(old, x); };
      }},
+    // The index forms and the device result take no buffer whose check would see the group
+    // first: each checks the group itself, before making an even split of its members.
+    {"bad input: for_each_n split evenly over a group moved from", 1, "multi_device_for_each_n",
+     "group", "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] { cohort::multi_device_for_each_n(old, 10, nothing_at{}); };
+     }},
+    {"bad input: for_each_n with a split over a group moved from", 1, "multi_device_for_each_n",
+     "group", "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] {
+         cohort::multi_device_for_each_n(old, 10, nothing_at{}, cohort::partition::even(10, 2));
+       };
+     }},
+    {"bad input: for_each_n with a balancer over a group moved from", 1, "multi_device_for_each_n",
+     "group", "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       auto& balancer = s.make<cohort::adaptive_balancer>(s.group());
+       return [&] { cohort::multi_device_for_each_n(old, 10, nothing_at{}, balancer); };
+     }},
+    {"bad input: transform_reduce_n split evenly over a group moved from", 1,
+     "multi_device_transform_reduce_n", "group", "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] {
+         (void)cohort::multi_device_transform_reduce_n(old, 10, 0L, cuda::std::plus<long>{},
+                                                       as_long{});
+       };
+     }},
+    {"bad input: transform_reduce_n_into split evenly over a group moved from", 1,
+     "multi_device_transform_reduce_n_into", "group", "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       auto& result = s.make<cohort::device_result<long>>(s.group());
+       return [&] {
+         cohort::multi_device_transform_reduce_n_into(old, 10, 0L, cuda::std::plus<long>{},
+                                                      as_long{}, result);
+       };
+     }},
+    {"bad input: a device_result over a group moved from", 1, "device_result", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] { cohort::device_result<long> result(old); };
+     }},
     {"bad input: a sort by key with the keys as their own values", 1, "multi_device_sort_by_key",
      "values", "is the keys buffer",
      [](scene& s) -> refused_call {

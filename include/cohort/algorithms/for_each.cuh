@@ -88,6 +88,7 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
                              const partition& split) {
   const detail::nvtx_range range("multi_device_for_each_n", "%zu items, %zu members", n,
                                  group.size());
+  detail::members_of(group, "multi_device_for_each_n");
   detail::require_argument(split.parts() == group.size(), "multi_device_for_each_n", "split",
                            "has " + std::to_string(split.parts()) + " parts but the group has " +
                                std::to_string(group.size()) + " members.");
@@ -106,7 +107,8 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
 // The same, split evenly.
 template <class F>
 void multi_device_for_each_n(const device_group& group, std::size_t n, F f) {
-  multi_device_for_each_n(group, n, f, partition::even(n, group.size()));
+  multi_device_for_each_n(group, n, f,
+                          partition::even(n, detail::members_of(group, "multi_device_for_each_n")));
 }
 
 // The same, split by `balancer`, which times each member's share on this call and moves work
@@ -116,6 +118,7 @@ void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
                              adaptive_balancer& balancer) {
   const detail::nvtx_range range("multi_device_for_each_n", "%zu items, %zu members, adaptive", n,
                                  group.size());
+  detail::members_of(group, "multi_device_for_each_n");
   detail::refuse_recorded_error("multi_device_for_each_n", group.device(0).get());
   // Refused under capture, by this call's name: its timing events are read on the host on the
   // next call, and a graph would replay old records.

@@ -405,6 +405,7 @@ std::vector<std::size_t> shard_counts(const distributed_buffer<U>& buffer) {
 
 inline void require_split(const partition& split, const device_group& group, std::size_t n,
                           std::string_view function) {
+  members_of(group, function);
   require_argument(
       split.parts() == group.size() && split.size() == n, function, "split",
       "must have one part per member and cover n items (it has " + std::to_string(split.parts()) +
@@ -428,7 +429,7 @@ class device_result {
 
  public:
   explicit device_result(const device_group& group)
-      : value_(1, group.stream(0))
+      : value_(1, (detail::members_of(group, "device_result"), group.stream(0)))
       , scratch_(group, max_blocks(group))
       , events_(group) {
     for (std::size_t k = 0; k < group.size(); ++k)
@@ -543,8 +544,9 @@ pending<T> multi_device_transform_reduce_n(const device_group& group, std::size_
 template <class T, class Op, class Transform>
 pending<T> multi_device_transform_reduce_n(const device_group& group, std::size_t n, T init, Op op,
                                            Transform transform) {
-  return multi_device_transform_reduce_n(group, n, init, op, transform,
-                                         partition::even(n, group.size()));
+  return multi_device_transform_reduce_n(
+      group, n, init, op, transform,
+      partition::even(n, detail::members_of(group, "multi_device_transform_reduce_n")));
 }
 
 // The device-result forms: the same reductions, the value written to `result.data()` on member
@@ -586,8 +588,9 @@ template <class T, class Op, class Transform>
 void multi_device_transform_reduce_n_into(const device_group& group, std::size_t n,
                                           std::type_identity_t<T> init, Op op, Transform transform,
                                           device_result<T>& result) {
-  multi_device_transform_reduce_n_into(group, n, init, op, transform, result,
-                                       partition::even(n, group.size()));
+  multi_device_transform_reduce_n_into(
+      group, n, init, op, transform, result,
+      partition::even(n, detail::members_of(group, "multi_device_transform_reduce_n_into")));
 }
 
 } // namespace cohort
