@@ -7,7 +7,9 @@
 // Destroying it is bounded by its time-out too (ranks driven from one thread: end_together bounds
 // them all by one): posted work that never finishes (a peer that died or never joined) is
 // aborted. How its later calls behave is chosen at creation (`nccl_calls`): as fast as raw NCCL
-// (blocking, the default) or each bounded by the time-out (bounded).
+// (blocking, the default) or each bounded by the time-out (bounded). The time-outs bound NCCL's
+// work, not the user's: NCCL's abort ends its own kernels but waits for those already running
+// on the device, a kernel of the user's that has not ended among them.
 //
 //   // one process per GPU (see bootstrap.cuh for the launcher's environment):
 //   auto comm = cohort::communicator::create(id, world_size, rank, cohort::device_ref{local_rank});

@@ -18,8 +18,9 @@
 // all_reduce picks its algorithm by size: one-shot (every rank reduces every rank's data; one
 // barrier; for small messages) up to `p2p_clique::automatic_one_shot_limit()` bytes per rank,
 // two-shot (reduce-scatter then all-gather through peer memory; for large ones) above. Every rank
-// reduces in rank order, so all ranks get the same bits. Buffers given to two-shot, all_gather and
-// broadcast are read by the other GPUs: use cohort's buffers (or cudaMalloc memory).
+// reduces in rank order, so all ranks get the same bits. Buffers given to two-shot, reduce,
+// reduce_scatter, all_gather and broadcast are read by the other GPUs directly (one-shot copies
+// them into the clique's scratch first): use cohort's buffers (or cudaMalloc memory).
 //
 // half and bfloat16 (and __half2, __nv_bfloat162) reduce in their own type, or in float with
 // `accumulate_in_float` (rounding once at the end). A pair type is reduced lane by lane with

@@ -31,6 +31,7 @@
 #pragma once
 
 #include "../errors/argument_error.cuh"
+#include "../execution/detail/launch_order.cuh"
 #include "../execution/detail/peer_paths.cuh"
 #include "../execution/device_group.cuh"
 #include "../execution/launch.cuh"
@@ -43,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,8 +63,9 @@ constexpr unsigned long long patience_nanoseconds(std::chrono::milliseconds pati
 
 struct p2p_clique_options {
   // Largest message, in bytes per rank, that the one-shot algorithm can take (it needs twice that
-  // in scratch on every member). On 2 NVLink-joined H200s one-shot was faster than two-shot up to
-  // 8 MiB and slower from 16 MiB (docs/performance.md).
+  // in scratch on every member), rounded up to a multiple of 256 bytes (one_shot_limit() says
+  // what it became). On 2 NVLink-joined H200s one-shot was faster than two-shot up to 8 MiB and
+  // slower from 16 MiB (docs/performance.md).
   std::size_t one_shot_limit = std::size_t{8} << 20;
   // How long a rank waits at a barrier for a peer before it stops its kernel with a message (the
   // context is then lost: the process must restart). A peer is late when a long kernel runs
@@ -138,9 +141,15 @@ class p2p_clique {
     for (std::size_t i = 0; i < n; ++i)
       engines_.push_back(make_engine(i));
     // Load the release kernel now, by a launch that releases nobody: loading it once a member's
-    // kernel waits could wait for that kernel (lazy loading), which waits for the release.
-    for (std::size_t i = 0; i < n; ++i)
-      release(i, static_cast<int>(n), 1);
+    // kernel waits could wait for that kernel (lazy loading), which waits for the release. Loaded
+    // under the launch lock, as every p2p kernel is: another thread's call half launched would
+    // otherwise have a kernel waiting on this device for peers that the loading may hold back
+    // (execution/detail/launch_order.cuh).
+    {
+      const std::lock_guard lock(detail::multi_stream_launch_lock());
+      for (std::size_t i = 0; i < n; ++i)
+        release(i, static_cast<int>(n), 1);
+    }
     for (stream_ref s : rescue_)
       s.synchronize();
   }

@@ -146,8 +146,9 @@ class communicator_state {
 
   // Frees the communicator once its posted work is done, within `timeout`; aborts it where the
   // work does not finish in time (a peer that never comes) or NCCL reports an error. Never
-  // throws, and never waits past `timeout` (but for a blocking communicator adopted from the
-  // user, which has no guard: see finalize).
+  // throws, and never waits past `timeout` for NCCL's work (but for a blocking communicator
+  // adopted from the user, which has no guard: see finalize); NCCL's abort waits for the kernels
+  // already running on the device, so a kernel of the user's that does not end holds it.
   //
   // A communicator that graphs still hold when the time-out has passed is left to them, neither
   // finalized nor aborted (either would wait for the graphs): it stays usable by their replays
