@@ -705,6 +705,18 @@ const bad_input p2p[] = {
            s.make<std::vector<cuda::std::span<float>>>(2, cuda::std::span<float>(host.data(), 10));
        return [&] { cohort::all_reduce(peers, on_host, cohort::sum); };
      }},
+    {"bad input: p2p spans that claim more than their buffers hold", 1, "all_reduce (p2p)",
+     "data[0]", "runs past the end of its allocation",
+     [](scene& s) -> refused_call {
+       auto& group = s.group();
+       auto& peers = s.make<cohort::p2p_clique>(group);
+       auto& too_long = s.make<std::vector<cuda::std::span<float>>>();
+       // 16 floats each, claimed as 2^38 (1 TiB): the last byte lies where no allocation is.
+       for (std::size_t i = 0; i < 2; ++i)
+         too_long.emplace_back(s.poisoned<cohort::device_buffer<float>>(16, group.stream(i)).data(),
+                               std::size_t{1} << 38);
+       return [&] { cohort::all_reduce(peers, too_long, cohort::sum); };
+     }},
     {"bad input: a p2p span on another member's device", 2, "all_reduce (p2p)", "data[1]",
      "is memory of device 0; this call runs on device 1",
      [](scene& s) -> refused_call {

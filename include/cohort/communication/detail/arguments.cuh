@@ -24,7 +24,10 @@ inline void require_count(std::size_t got, std::size_t expected, std::string_vie
 }
 
 // A collective's buffer must be memory of the device that runs it (device memory there, or managed
-// memory): a null pointer, host memory or another GPU's memory is refused, naming the argument.
+// memory): a null pointer, host memory or another GPU's memory is refused, naming the argument,
+// and so is one whose last byte is not memory of that kind there (a span that claims more than
+// its allocation holds; one that runs into a neighbouring allocation of the device cannot be told
+// apart).
 // cudaPointerGetAttributes costs about a microsecond, so each thread remembers the last 32 ranges
 // found good: a collective called in a loop on the same buffers asks once.
 inline void require_memory_of(device_ref device, const void* p, std::size_t bytes,
@@ -55,6 +58,22 @@ inline void require_memory_of(device_ref device, const void* p, std::size_t byte
     throw_invalid_argument(function, argument,
                            "is host memory; it must be memory of " + where +
                                " (a device_buffer or a shard of a distributed_buffer).");
+  if (bytes > 1) {
+    cudaPointerAttributes last{};
+    const void* end = static_cast<const unsigned char*>(p) + (bytes - 1);
+    // An address no allocation holds is "unregistered", or an error on some drivers: either way
+    // not the device's memory.
+    if (const cudaError_t status = cudaPointerGetAttributes(&last, end); status != cudaSuccess) {
+      if (!is_sticky(status)) (void)cudaGetLastError();
+      last.type = cudaMemoryTypeUnregistered;
+    }
+    if (last.type != attributes.type || last.device != attributes.device)
+      throw_invalid_argument(function, argument,
+                             "claims " + std::to_string(bytes) +
+                                 " bytes, but its last byte is not memory of " + where +
+                                 ": it runs past the end of its allocation. Pass a span no "
+                                 "larger than the buffer it views.");
+  }
   known[next++ % known.size()] = {p, bytes, device.get()};
 }
 
