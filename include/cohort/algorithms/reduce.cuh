@@ -488,12 +488,14 @@ class device_result {
       // waits for every member's stream as it stands. No host wait.
       for (std::size_t k = 0; k < group.size(); ++k) {
         const cudaEvent_t done = events_.member_done[k].native_handle();
+        bool recorded = false; // not where device k's context is gone (an older record: no wait)
         detail::on_device_quietly(group.device(k), [&] {
-          ignore_cuda_error(cudaEventRecord(done, group.stream(k).native_handle()));
+          recorded = cudaEventRecord(done, group.stream(k).native_handle()) == cudaSuccess;
         });
-        detail::on_device_quietly(group.device(0), [&] {
-          ignore_cuda_error(cudaStreamWaitEvent(group.stream(0).native_handle(), done, 0));
-        });
+        if (recorded)
+          detail::on_device_quietly(group.device(0), [&] {
+            ignore_cuda_error(cudaStreamWaitEvent(group.stream(0).native_handle(), done, 0));
+          });
       }
       throw;
     }

@@ -94,7 +94,8 @@ class communicator : public communicator_ref {
   }
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
-  // Waits for the communicator's posted work at most its time-out, then aborts it; never throws.
+  // Waits for the communicator's posted work at most its time-out, then aborts it (the abort waits
+  // for kernels of the user's still running on the device); never throws.
   ~communicator() { end(); }
 
   // Ranks that pass the same `color` form a new communicator, ordered by `key` (then by rank),

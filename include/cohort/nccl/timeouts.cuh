@@ -27,7 +27,7 @@ class timeout_error : public std::runtime_error {
 inline constexpr std::chrono::milliseconds default_nccl_timeout{std::chrono::minutes(5)};
 
 // How a communicator's calls behave once it exists (creation and destruction are bounded by the
-// time-out either way).
+// time-out either way, as far as NCCL's work goes: see communicator.cuh).
 enum class nccl_calls {
   // NCCL's blocking communicator, made by splitting the bounded one once every rank has joined:
   // each call costs what a raw NCCL call costs. A collective a peer never joins can block the

@@ -25,9 +25,10 @@ inline void require_count(std::size_t got, std::size_t expected, std::string_vie
 
 // A collective's buffer must be memory of the device that runs it (device memory there, or managed
 // memory): a null pointer, host memory or another GPU's memory is refused, naming the argument,
-// and so is one whose last byte is not memory of that kind there (a span that claims more than
-// its allocation holds; one that runs into a neighbouring allocation of the device cannot be told
-// apart).
+// and so is one whose last byte is not memory of that kind there: a span that claims more than
+// its allocation holds and runs off the device's mapped memory. (One that runs only into free
+// pool space or a neighbouring allocation of the device cannot be told apart: CUDA answers for an
+// address, not for an allocation.)
 // cudaPointerGetAttributes costs about a microsecond, so each thread remembers the last 32 ranges
 // found good: a collective called in a loop on the same buffers asks once.
 inline void require_memory_of(device_ref device, const void* p, std::size_t bytes,
@@ -41,7 +42,7 @@ inline void require_memory_of(device_ref device, const void* p, std::size_t byte
   thread_local std::array<range, 32> known{};
   thread_local std::size_t next = 0;
   for (const range& r : known)
-    if (r.begin == p && r.device == device.get() && bytes <= r.bytes) return;
+    if (r.begin == p && r.device == device.get() && bytes == r.bytes) return;
   const std::string where = "device " + std::to_string(device.get());
   // Null is refused before CUDA is asked about it (what CUDA answers for null is no promise).
   if (p == nullptr)
@@ -64,7 +65,8 @@ inline void require_memory_of(device_ref device, const void* p, std::size_t byte
     // An address no allocation holds is "unregistered", or an error on some drivers: either way
     // not the device's memory.
     if (const cudaError_t status = cudaPointerGetAttributes(&last, end); status != cudaSuccess) {
-      if (!is_sticky(status)) (void)cudaGetLastError();
+      if (is_sticky(status)) check_cuda(status, "cudaPointerGetAttributes", device.get());
+      (void)cudaGetLastError();
       last.type = cudaMemoryTypeUnregistered;
     }
     if (last.type != attributes.type || last.device != attributes.device)
