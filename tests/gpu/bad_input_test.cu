@@ -380,6 +380,12 @@ const bad_input basics[] = {
                                                       as_long{}, result);
        };
      }},
+    {"bad input: capability weights of a group moved from", 1, "by_capability", "group",
+     "it was moved from",
+     [](scene& s) -> refused_call {
+       auto& old = moved_from(s);
+       return [&] { (void)cohort::by_capability(old); };
+     }},
     {"bad input: a device_result over a group moved from", 1, "device_result", "group",
      "it was moved from",
      [](scene& s) -> refused_call {

@@ -251,6 +251,17 @@ TEST_CASE("p2p_handle_for and p2p_launch refuse bad arguments by name, before en
   });
   CHECK(too_many.find("p2p_launch") != std::string::npos);
   CHECK(too_many.find("257") != std::string::npos);
+  // An empty grid, on the kernel's first launch here: refused as p2p_launch's (it was refused by
+  // the loading launch, as cohort::launch's).
+  const std::string empty_grid = message([&] {
+    cohort::p2p_launch(peers, {.grid = 0, .block = 32}, sum_through_sync, [&](std::size_t r) {
+      return std::make_tuple(cohort::p2p_handle_for(peers, equal, r),
+                             cohort::p2p_handle_for(peers, equal, r),
+                             static_cast<const int*>(equal.shard(r).data.data()));
+    });
+  });
+  CHECK_MESSAGE(empty_grid.find("cohort::p2p_launch: argument 'config'") != std::string::npos,
+                empty_grid);
   const auto h = cohort::p2p_handle_for(peers, equal, 1);
   CHECK(h.rank() == 1);
   CHECK(h.ranks() == 2);

@@ -18,7 +18,10 @@ TEST_CASE("a group of every visible GPU has one stream per device") {
     handles.insert(group.stream(i).native_handle());
   }
   CHECK(handles.size() == group.size());
-  CHECK_THROWS_AS(group.device(group.size()), std::out_of_range);
+  CHECK_THROWS_WITH_AS(group.device(group.size()),
+                       doctest::Contains("cohort::device_group::device"), std::out_of_range);
+  CHECK_THROWS_WITH_AS(group.stream(group.size()),
+                       doctest::Contains("cohort::device_group::stream"), std::out_of_range);
 }
 
 TEST_CASE("an emulated group has N logical devices with their own streams on one GPU") {

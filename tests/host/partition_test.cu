@@ -65,6 +65,13 @@ TEST_CASE("bad partitions are rejected with the argument named") {
   }
   CHECK_THROWS_AS(cohort::partition::from_counts({}), std::invalid_argument);
   CHECK(cohort::partition::from_counts({2, 0, 5}).offset(2) == 2);
+  // A part past the end, as std::vector::at would say, with the call named.
+  const auto three = cohort::partition::even(10, 3);
+  CHECK_THROWS_WITH_AS((void)three.count(3),
+                       "cohort::partition::count: index 3 is out of range (3 parts).",
+                       std::out_of_range);
+  CHECK_THROWS_WITH_AS((void)three.offset(7), doctest::Contains("cohort::partition::offset"),
+                       std::out_of_range);
 }
 
 TEST_CASE("a replicated partition gives every part the same count") {

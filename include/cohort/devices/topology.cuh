@@ -8,6 +8,7 @@
 //     cohort::enable_peer_access(cohort::device_ref{0}, cohort::device_ref{1});
 #pragma once
 
+#include "../errors/argument_error.cuh"
 #include "device_ref.cuh"
 #include "scoped_device.cuh"
 
@@ -83,7 +84,9 @@ public:
   }
 
   std::size_t size() const noexcept { return devices_.size(); }
-  device_ref device(std::size_t i) const { return devices_.at(i); }
+  device_ref device(std::size_t i) const {
+    return detail::element_at(devices_, i, "topology::device", "devices");
+  }
   const peer_link& link(std::size_t from, std::size_t to) const {
     detail::require_argument(from < size(), "topology::link", "from", "position out of range.");
     detail::require_argument(to < size(), "topology::link", "to", "position out of range.");

@@ -20,6 +20,7 @@
 //   group.synchronize();
 #pragma once
 
+#include "../errors/argument_error.cuh"
 #include "../execution/device_group.cuh"
 #include "../memory/device_buffer.cuh"
 #include "../partitioning/partition.cuh"
@@ -77,8 +78,12 @@ class distributed_buffer {
   cohort::shard<const T> shard(std::size_t i) const { return view<const T>(i); }
 
   // The buffer of member i (to pass to code that takes a device_buffer).
-  device_buffer<T>& local(std::size_t i) { return shards_.at(i); }
-  const device_buffer<T>& local(std::size_t i) const { return shards_.at(i); }
+  device_buffer<T>& local(std::size_t i) {
+    return detail::element_at(shards_, i, "distributed_buffer::local", "shards");
+  }
+  const device_buffer<T>& local(std::size_t i) const {
+    return detail::element_at(shards_, i, "distributed_buffer::local", "shards");
+  }
 
   // Enqueues, on every member's stream, the copy of its slice of `source` (size() elements).
   void copy_from_host(std::span<const T> source) {
@@ -106,7 +111,8 @@ class distributed_buffer {
  private:
   template <class U>
   cohort::shard<U> view(std::size_t i) const {
-    const device_buffer<T>& b = shards_.at(i);
+    const device_buffer<T>& b =
+        detail::element_at(shards_, i, "distributed_buffer::shard", "shards");
     return cohort::shard<U>{cuda::std::span<U>(const_cast<T*>(b.data()), b.size()),
                             split_.offset(i), b.device(), b.stream(), i};
   }

@@ -16,7 +16,8 @@
 namespace cohort {
 
 inline std::vector<double> by_capability(const device_group& group) {
-  std::vector<double> compute(group.size()), bandwidth(group.size());
+  const std::size_t members = detail::members_of(group, "by_capability");
+  std::vector<double> compute(members), bandwidth(members);
   for (std::size_t i = 0; i < group.size(); ++i) {
     const device_properties p = properties(group.device(i));
     const double sm_share = static_cast<double>(group.sm_count(i)) / p.multiprocessors;

@@ -28,6 +28,7 @@
 #pragma once
 
 #include "../devices/scoped_device.cuh"
+#include "../errors/argument_error.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
 #include "device_group.cuh"
@@ -51,7 +52,9 @@ class chunk_pipeline {
 
   std::size_t size() const noexcept { return members_.size(); }
   // Member i's compute stream (in its SM share on an emulated group that splits them).
-  stream_ref compute_stream(std::size_t i) const { return compute_.at(i); }
+  stream_ref compute_stream(std::size_t i) const {
+    return detail::element_at(compute_, i, "chunk_pipeline::compute_stream", "members");
+  }
 
   // Enqueues `compute(member, k)` for every member (given its compute stream, with its device
   // current) and then `communicate(k)` (which enqueues on the members' streams), for k = 0 ..

@@ -28,6 +28,7 @@
 #include "../devices/detail/nvtx.cuh"
 #include "../devices/device_ref.cuh"
 #include "../devices/topology.cuh"
+#include "../errors/argument_error.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
 #include "sm_partition.cuh"
@@ -154,7 +155,8 @@ class device_group {
   bool splits_sms() const noexcept { return !sm_shares_.empty(); }
   // The SMs member `i`'s kernels may run on: its share where SMs are split, else the device's.
   unsigned sm_count(std::size_t i) const {
-    if (splits_sms()) return sm_shares_.at(i).sm_count();
+    if (splits_sms())
+      return detail::element_at(sm_shares_, i, "device_group::sm_count", "members").sm_count();
     // One attribute, not properties(): cudaGetDeviceProperties costs about a millisecond, and
     // every reduction asks (a group of one GPU's reductions ran 1 ms slower for it).
     int sms = 0;
@@ -163,8 +165,12 @@ class device_group {
     return static_cast<unsigned>(sms);
   }
   // The physical device of member `i`.
-  device_ref device(std::size_t i) const { return devices_.at(i); }
-  stream_ref stream(std::size_t i) const { return streams_.at(i); }
+  device_ref device(std::size_t i) const {
+    return detail::element_at(devices_, i, "device_group::device", "members");
+  }
+  stream_ref stream(std::size_t i) const {
+    return detail::element_at(streams_, i, "device_group::stream", "members");
+  }
   const std::vector<device_ref>& devices() const noexcept { return devices_; }
 
   // Work enqueued on the members' streams from now on waits for what is already on `origin`.
@@ -192,8 +198,10 @@ class device_group {
   // A new stream of member `i`'s own (on its device, in its SM share where SMs are split), beside
   // the member's stream: for work that must run alongside it (a communication stream, say).
   cohort::stream new_stream(std::size_t i) const {
-    if (splits_sms()) return cohort::stream::adopt(devices_.at(i), sm_shares_.at(i).make_stream());
-    return cohort::stream(devices_.at(i));
+    const device_ref member =
+        detail::element_at(devices_, i, "device_group::new_stream", "members");
+    if (splits_sms()) return cohort::stream::adopt(member, sm_shares_[i].make_stream());
+    return cohort::stream(member);
   }
 
   // Blocks the host until every member's stream is idle. Refused while a member's stream is

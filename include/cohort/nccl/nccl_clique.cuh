@@ -18,6 +18,7 @@
 #include "../communication/detail/arguments.cuh"
 #include "../devices/detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
+#include "../errors/argument_error.cuh"
 #include "../execution/detail/one_capture.cuh"
 #include "../execution/on_each.cuh"
 #include "collectives.cuh"
@@ -54,9 +55,15 @@ class nccl_clique {
   // The clique keeps its members' devices and streams, not the group: a group may move (a
   // std::vector<device_group> that grows) while its streams, which the clique runs on, stay.
   std::size_t size() const noexcept { return ranks_.size(); }
-  device_ref device(std::size_t i) const { return devices_.at(i); }
-  stream_ref stream(std::size_t i) const { return streams_.at(i); }
-  communicator& rank(std::size_t i) { return ranks_.at(i); }
+  device_ref device(std::size_t i) const {
+    return detail::element_at(devices_, i, "nccl_clique::device", "ranks");
+  }
+  stream_ref stream(std::size_t i) const {
+    return detail::element_at(streams_, i, "nccl_clique::stream", "ranks");
+  }
+  communicator& rank(std::size_t i) {
+    return detail::element_at(ranks_, i, "nccl_clique::rank", "ranks");
+  }
 
   // New communicators from this clique's ranks: rank i joins the ranks with its `colors[i]`,
   // ordered by `keys[i]` (by rank where keys are not given), their calls as this clique's.

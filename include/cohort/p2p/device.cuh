@@ -333,13 +333,18 @@ p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buf
 // `args_of(rank)` returns (a tuple, its p2p_handles made by `peers` for that rank). Before a
 // kernel's first launch on the clique it is loaded everywhere by a launch whose handles are
 // `for_loading()` (the kernel ends at session()): loading a kernel lazily while a peer's kernel
-// waits for it could wait for that kernel. args_of may return references (std::tie of handles kept by the caller): the
-// launch works on copies. A launch that fails part-way releases the members already launched,
+// waits for it could wait for that kernel; so on that first launch args_of(rank) is called twice
+// per rank (keep it free of side effects). args_of may return references (std::tie of handles
+// kept by the caller): the launch works on copies. A launch that fails part-way releases the members already launched,
 // once the work queued ahead on the missing members' streams is done (what the failed call writes
 // is unspecified), and breaks the clique, as for its collectives.
 template <class... Params, class ArgsOf>
 void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(Params...),
                 ArgsOf&& args_of) {
+  if (detail::has_zero_dimension(config.grid) || detail::has_zero_dimension(config.block))
+    detail::throw_invalid_argument("p2p_launch", "config",
+                                   "grid and block need at least 1 in every dimension; skip the "
+                                   "launch when there is no work.");
   const unsigned long long blocks = 1ull * config.grid.x * config.grid.y * config.grid.z;
   if (blocks > static_cast<unsigned long long>(detail::p2p::max_blocks))
     detail::throw_invalid_argument("p2p_launch", "config",

@@ -174,8 +174,12 @@ class p2p_clique {
   }
 
   std::size_t size() const noexcept { return devices_.size(); }
-  device_ref device(std::size_t i) const { return devices_.at(i); }
-  stream_ref stream(std::size_t i) const { return streams_.at(i); }
+  device_ref device(std::size_t i) const {
+    return detail::element_at(devices_, i, "p2p_clique::device", "members");
+  }
+  stream_ref stream(std::size_t i) const {
+    return detail::element_at(streams_, i, "p2p_clique::stream", "members");
+  }
   bool is_emulated() const noexcept { return emulated_; }
   const p2p_clique_options& options() const noexcept { return options_; }
 

@@ -104,8 +104,12 @@ class partition {
 
   std::size_t parts() const noexcept { return counts_.size(); }
   std::size_t size() const noexcept { return offsets_.back(); } // the n that was split
-  std::size_t count(std::size_t part) const { return counts_.at(part); }
-  std::size_t offset(std::size_t part) const { return offsets_.at(part); }
+  std::size_t count(std::size_t part) const {
+    return detail::element_at(counts_, part, "partition::count", "parts");
+  }
+  std::size_t offset(std::size_t part) const {
+    return detail::element_at(offsets_, part, "partition::offset", "parts");
+  }
   const std::vector<std::size_t>& counts() const noexcept { return counts_; }
 
   friend bool operator==(const partition&, const partition&) = default;

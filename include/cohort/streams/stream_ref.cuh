@@ -30,9 +30,15 @@ class stream_ref {
   // Asks CUDA which device the stream belongs to (CUDA 12.8 and later).
   explicit stream_ref(cudaStream_t handle) : handle_(handle), device_(0) {
     if (is_legacy(handle)) detail::throw_invalid_argument("stream_ref", "handle", legacy_problem);
+#if CUDART_VERSION >= 12080
     int id = 0;
     check_cuda(cudaStreamGetDevice(handle, &id), "cudaStreamGetDevice");
     device_ = device_ref(id);
+#else // compiled everywhere, refused at run time: the rest of cohort needs CUDA 12.0
+    throw std::logic_error("cohort::stream_ref(cudaStream_t): reading a stream's device needs "
+                           "CUDA 12.8 or later (cudaStreamGetDevice); pass the device too: "
+                           "stream_ref(device_ref{d}, handle).");
+#endif
   }
   // The legacy default stream synchronizes with everything on its device: refuse it.
   stream_ref(int) = delete;

@@ -161,7 +161,9 @@ class gradient_buckets {
 
   std::size_t size() const noexcept { return buckets_.size(); }
   std::size_t members() const noexcept { return compute_.size(); }
-  stream_ref compute_stream(std::size_t member) const { return compute_.at(member); }
+  stream_ref compute_stream(std::size_t member) const {
+    return detail::element_at(compute_, member, "gradient_buckets::compute_stream", "members");
+  }
   const gradient_bucket_options& options() const noexcept { return options_; }
   // Elements per member in bucket `bucket`.
   std::size_t count(std::size_t bucket) const {
