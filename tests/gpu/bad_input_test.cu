@@ -259,6 +259,12 @@ const bad_input basics[] = {
        auto& old = moved_from(s);
        return [&] { cohort::adaptive_balancer balancer(old); };
      }},
+    {"bad input: a balancer with a smoothing out of (0, 1]", 1, "adaptive_balancer", "smoothing",
+     "must be in (0, 1]",
+     [](scene& s) -> refused_call {
+       auto& group = s.group();
+       return [&] { cohort::adaptive_balancer balancer(group, 1.5); };
+     }},
     {"bad input: an emulated group of no devices", 1, "device_group::emulated", "n", "",
      [](scene&) -> refused_call {
        return [] { (void)cohort::device_group::emulated(device_ref{0}, 0); };

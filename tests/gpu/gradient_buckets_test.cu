@@ -315,6 +315,9 @@ TEST_CASE("gradient_buckets refuses bad arguments before it enqueues anything") 
   CHECK(buckets.add(good) == 0);
   CHECK_THROWS_WITH_AS(buckets.add({good[0].subspan(500, 10), f.spans(f.flat, 1)[1].first(10)}),
                        doctest::Contains("overlaps bucket 0"), std::invalid_argument);
+  if (f.group.is_emulated()) // member 1's span in member 0's bucket 0, on their one GPU
+    CHECK_THROWS_WITH_AS(buckets.add({f.spans(f.flat, 1)[0].first(10), good[0].subspan(500, 10)}),
+                         doctest::Contains("(member 0's)"), std::invalid_argument);
   CHECK(buckets.size() == 1);
   CHECK_THROWS_WITH_AS(buckets.ready(1), doctest::Contains("there are 1 buckets"),
                        std::invalid_argument);

@@ -35,7 +35,7 @@ namespace cohort {
 class adaptive_balancer {
  public:
   explicit adaptive_balancer(const device_group& group, double smoothing = 0.5)
-      : weights_(detail::members_of(group, "adaptive_balancer"), smoothing) {
+      : weights_(weights_for(group, smoothing)) {
     for (std::size_t i = 0; i < group.size(); ++i) {
       starts_.emplace_back(group.device(i), event::timing::on);
       stops_.emplace_back(group.device(i), event::timing::on);
@@ -89,6 +89,14 @@ class adaptive_balancer {
   const std::vector<double>& weights() const noexcept { return weights_.weights(); }
 
  private:
+  // The group checked first, then the smoothing, each named as this call's argument.
+  static adaptive_weights weights_for(const device_group& group, double smoothing) {
+    const std::size_t members = detail::members_of(group, "adaptive_balancer");
+    detail::require_argument(smoothing > 0.0 && smoothing <= 1.0, "adaptive_balancer", "smoothing",
+                             "must be in (0, 1].");
+    return adaptive_weights(members, smoothing);
+  }
+
   void require_group(const device_group& group, std::string_view function,
                      std::string_view argument) const {
     detail::members_of(group, function, argument);

@@ -140,16 +140,19 @@ class gradient_buckets {
                                          " bytes per member, above the clique's one_shot_limit (" +
                                          std::to_string(peers_->one_shot_limit()) +
                                          ") that options.p2p.algorithm = one_shot needs.");
+    // Every member's span against every member's of every other bucket: on an emulated group
+    // the members share one GPU's memory (spans on two GPUs never overlap).
     for (std::size_t b = 0; b < buckets_.size(); ++b)
-      for (std::size_t i = 0; i < members(); ++i) {
-        const cuda::std::span<T> other = buckets_[b].spans[i];
-        if (gradients[i].data() < other.data() + other.size() &&
-            other.data() < gradients[i].data() + count)
-          detail::throw_invalid_argument(function, "gradients",
-                                         "member " + std::to_string(i) +
-                                             "'s span overlaps bucket " + std::to_string(b) +
-                                             "'s: it would be reduced twice.");
-      }
+      for (std::size_t i = 0; i < members(); ++i)
+        for (std::size_t j = 0; j < members(); ++j) {
+          const cuda::std::span<T> other = buckets_[b].spans[j];
+          if (gradients[i].data() < other.data() + other.size() &&
+              other.data() < gradients[i].data() + count)
+            detail::throw_invalid_argument(
+                function, "gradients",
+                "member " + std::to_string(i) + "'s span overlaps bucket " + std::to_string(b) +
+                    "'s (member " + std::to_string(j) + "'s): it would be reduced twice.");
+        }
     entry made{std::move(gradients), {}, {}, false};
     for (std::size_t i = 0; i < members(); ++i) {
       made.produced.emplace_back(compute_[i].device());
