@@ -259,7 +259,7 @@ const bad_input basics[] = {
        auto& old = moved_from(s);
        return [&] { cohort::adaptive_balancer balancer(old); };
      }},
-    {"bad input: a balancer with a smoothing out of (0, 1]", 1, "adaptive_balancer", "smoothing",
+    {"bad input: a balancer with a smoothing above 1", 1, "adaptive_balancer", "smoothing",
      "must be in (0, 1]",
      [](scene& s) -> refused_call {
        auto& group = s.group();
