@@ -71,11 +71,9 @@ class jacobi_in_kernel {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, jacobi_persistent, threads, 0),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor", group.device(0).get());
     unsigned blocks = cohort::detail::p2p::max_blocks;
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      unsigned sms = group.sm_count(i);
-      if (group.is_emulated() && !group.splits_sms()) sms /= static_cast<unsigned>(group.size());
-      blocks = std::min(blocks, std::max(1u, static_cast<unsigned>(per_sm) * sms));
-    }
+    for (std::size_t i = 0; i < group.size(); ++i)
+      blocks = std::min(blocks,
+                        std::max(1u, static_cast<unsigned>(per_sm) * group.concurrent_sm_count(i)));
     blocks_ = blocks;
   }
 

@@ -15,9 +15,16 @@ TEST_CASE("a group of every visible GPU has one stream per device") {
   for (std::size_t i = 0; i < group.size(); ++i) {
     CHECK(group.device(i) == cohort::device_ref{static_cast<int>(i)});
     CHECK(group.stream(i).device() == group.device(i));
+    // Distinct GPUs share nothing: all of a member's SMs are its own while the others run.
+    const auto sms = static_cast<unsigned>(cohort::properties(group.device(i)).multiprocessors);
+    CHECK(group.sm_count(i) == sms);
+    CHECK(group.concurrent_sm_count(i) == sms);
     handles.insert(group.stream(i).native_handle());
   }
   CHECK(handles.size() == group.size());
+  CHECK_THROWS_WITH_AS(group.concurrent_sm_count(group.size()),
+                       doctest::Contains("cohort::device_group::concurrent_sm_count"),
+                       std::out_of_range);
   CHECK_THROWS_WITH_AS(group.device(group.size()),
                        doctest::Contains("cohort::device_group::device"), std::out_of_range);
   CHECK_THROWS_WITH_AS(group.stream(group.size()),

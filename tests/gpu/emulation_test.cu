@@ -112,6 +112,7 @@ TEST_CASE("an emulated group splits the GPU's SMs into disjoint shares") {
     std::vector<std::set<unsigned>> used;
     for (std::size_t i = 0; i < n; ++i) {
       CHECK(group.sm_count(i) > 0);
+      CHECK(group.concurrent_sm_count(i) == group.sm_count(i)); // its own share, all of it
       sum += group.sm_count(i);
       used.push_back(sms_used(group.stream(i)));
       CHECK(used.back().size() <= group.sm_count(i));
@@ -243,6 +244,11 @@ TEST_CASE("COHORT_NO_SM_PARTITIONING=1 turns SM shares off and emulated groups s
   CHECK_FALSE(available);
   CHECK_FALSE(group.splits_sms());
   CHECK(group.size() == 2);
+  const unsigned total = static_cast<unsigned>(cohort::properties(d).multiprocessors);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(group.sm_count(i) == total);                // the whole GPU may run member i's kernels
+    CHECK(group.concurrent_sm_count(i) == total / 2); // but the two members' kernels share it
+  }
   CHECK_FALSE(weighted->splits_sms());
   CHECK(weighted->size() == 2);
   cohort::device_buffer<int> x(4, group.stream(1));

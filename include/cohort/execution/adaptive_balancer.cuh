@@ -92,8 +92,7 @@ class adaptive_balancer {
   // The group checked first, then the smoothing, each named as this call's argument.
   static adaptive_weights weights_for(const device_group& group, double smoothing) {
     const std::size_t members = detail::members_of(group, "adaptive_balancer");
-    detail::require_argument(smoothing > 0.0 && smoothing <= 1.0, "adaptive_balancer", "smoothing",
-                             "must be in (0, 1].");
+    detail::require_smoothing(smoothing, "adaptive_balancer");
     return adaptive_weights(members, smoothing);
   }
 

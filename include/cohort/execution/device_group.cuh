@@ -33,6 +33,7 @@
 #include "../streams/stream.cuh"
 #include "sm_partition.cuh"
 
+#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -163,6 +164,15 @@ class device_group {
     check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device(i).get()),
                "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)", device(i).get());
     return static_cast<unsigned>(sms);
+  }
+  // The SMs member `i` can count on while every member's kernel runs at once (kernels that wait
+  // for each other: a p2p session, grid_sync across members): `sm_count(i)`, divided among the
+  // members where an emulated group shares one GPU's SMs (`splits_sms()` false). At least 1.
+  unsigned concurrent_sm_count(std::size_t i) const {
+    detail::element_at(devices_, i, "device_group::concurrent_sm_count", "members");
+    const unsigned sms = sm_count(i);
+    if (!emulated_ || splits_sms()) return sms;
+    return std::max(1u, sms / static_cast<unsigned>(size()));
   }
   // The physical device of member `i`.
   device_ref device(std::size_t i) const {

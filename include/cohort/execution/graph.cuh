@@ -3,7 +3,8 @@
 //
 //   cohort::device_group group(cohort::devices());
 //   cohort::p2p_clique peers(group);
-//   cohort::distributed_buffer<float> x(group, cohort::partition::replicated(1 << 20, group.size()));
+//   cohort::distributed_buffer<float> x(group,
+//                                       cohort::partition::replicated(1 << 20, group.size()));
 //   cohort::group_graph step = cohort::group_graph::capture(group, [&] {
 //     cohort::multi_device_for_each(group, x, [] __device__(float& v) { v *= 0.5f; });
 //     cohort::all_reduce(peers, x, cohort::sum);

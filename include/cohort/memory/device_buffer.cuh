@@ -142,9 +142,8 @@ public:
     if (empty()) return;
     const bool other_stream = !(target.stream_ == stream_);
     // The target's stream alone being captured takes this one into its capture (order_before).
-    const bool capturing = require_capturable(target, stream_,
-                                              other_stream && target.device() != device() &&
-                                                  target.stream_.is_capturing());
+    const bool capturing =
+        require_capturable(target, stream_, other_stream ? &target.stream_ : nullptr);
     if (other_stream) target.order_before(stream_);
     enqueue_copy(target, stream_, capturing);
     if (other_stream) order_before(target.stream_);
@@ -166,7 +165,7 @@ public:
               std::to_string(device().get()) + ") nor the target's (" +
               std::to_string(target.device().get()) + "); pass a stream of one of them.");
     if (empty()) return;
-    enqueue_copy(target, stream, require_capturable(target, stream, false));
+    enqueue_copy(target, stream, require_capturable(target, stream, nullptr));
   }
 
   // Enqueues setting every byte to `value` (poisoning outputs in tests, zeroing accumulators).
@@ -195,12 +194,13 @@ private:
               std::to_string(size_) + "; sizes must match.");
   }
 
-  // Whether the copy on `stream` is captured (`stream` is, or `joins` a capture); refuses a
-  // captured copy between two devices that could not be captured (before anything is enqueued).
-  // Within one device a copy is the same call captured or not: no need to ask.
-  bool require_capturable(const device_buffer& target, stream_ref stream, bool joins) const {
+  // Whether the copy on `stream` is captured (`stream` is, or joins `joined`'s capture, when
+  // given); refuses a captured copy between two devices that could not be captured (before
+  // anything is enqueued). Within one device a copy is the same call captured or not: not asked.
+  bool require_capturable(const device_buffer& target, stream_ref stream,
+                          const stream_ref* joined) const {
     if (target.device() == device()) return false;
-    if (!joins && !stream.is_capturing()) return false;
+    if (!stream.is_capturing() && !(joined && joined->is_capturing())) return false;
     const device_ref other = stream.device() == device() ? target.device() : device();
     detail::require_capturable_copy(stream.device(), other, "device_buffer::copy_to",
                                     "a copy of " + std::to_string(size_bytes()) + " bytes");

@@ -2,9 +2,9 @@
 // and collectives over distributed buffers, grouped for you.
 //
 //   cohort::device_group group(cohort::devices());
-//   cohort::nccl_clique nccl(group);                                  // ranks 0..n-1 on the members
+//   cohort::nccl_clique nccl(group);                // ranks 0..n-1 on the members
 //   cohort::distributed_buffer<float> grads(group, cohort::partition::replicated(count, 2));
-//   cohort::all_reduce(nccl, grads, cohort::avg);                     // every shard: the mean
+//   cohort::all_reduce(nccl, grads, cohort::avg);   // every shard: the mean
 //   cohort::broadcast(nccl, weights, /*root*/ 0);
 //
 // Each shard is one rank's buffer, so the shards of a buffer given to a collective must all have

@@ -335,9 +335,9 @@ p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buf
 // `for_loading()` (the kernel ends at session()): loading a kernel lazily while a peer's kernel
 // waits for it could wait for that kernel; so on that first launch args_of(rank) is called twice
 // per rank (keep it free of side effects). args_of may return references (std::tie of handles
-// kept by the caller): the launch works on copies. A launch that fails part-way releases the members already launched,
-// once the work queued ahead on the missing members' streams is done (what the failed call writes
-// is unspecified), and breaks the clique, as for its collectives.
+// kept by the caller): the launch works on copies. A launch that fails part-way releases the
+// members already launched, once the work queued ahead on the missing members' streams is done
+// (what the failed call writes is unspecified), and breaks the clique, as for its collectives.
 template <class... Params, class ArgsOf>
 void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(Params...),
                 ArgsOf&& args_of) {

@@ -133,9 +133,7 @@ class p2p_clique {
     group.synchronize(); // every slot is zero before another member's kernel reads it
     unsigned budget = options_.max_blocks != 0 ? options_.max_blocks : detail::p2p::max_blocks;
     for (std::size_t i = 0; i < n; ++i) {
-      unsigned sms = group.sm_count(i);
-      if (emulated_ && !group.splits_sms()) sms /= static_cast<unsigned>(n);
-      budget = std::min(budget, std::max(1u, sms / 2));
+      budget = std::min(budget, std::max(1u, group.concurrent_sm_count(i) / 2));
     }
     blocks_ = std::min<unsigned>(budget, detail::p2p::max_blocks);
     for (std::size_t i = 0; i < n; ++i)

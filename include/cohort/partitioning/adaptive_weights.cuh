@@ -25,9 +25,17 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cohort {
+namespace detail {
+// `smoothing` as `function`'s argument (adaptive_weights', or a balancer's that makes one).
+inline void require_smoothing(double smoothing, std::string_view function) {
+  require_argument(smoothing > 0.0 && smoothing <= 1.0, function, "smoothing",
+                   "must be in (0, 1].");
+}
+} // namespace detail
 
 class adaptive_weights {
  public:
@@ -37,8 +45,7 @@ class adaptive_weights {
       , step_(smoothing)
       , smoothing_(smoothing) {
     detail::require_argument(parts > 0, "adaptive_weights", "parts", "must be at least 1.");
-    detail::require_argument(smoothing > 0.0 && smoothing <= 1.0, "adaptive_weights", "smoothing",
-                             "must be in (0, 1].");
+    detail::require_smoothing(smoothing, "adaptive_weights");
   }
 
   // Splits n items by the current weights.

@@ -3,7 +3,7 @@
 // only its shard of the weights (as ZeRO does).
 //
 //   cohort::p2p_clique peers(group);            // its collectives run on group.stream(i)
-//   std::vector<cohort::stream> compute;        // the model runs beside them, on streams of its own
+//   std::vector<cohort::stream> compute;        // the model runs beside them, on its own streams
 //   for (std::size_t i = 0; i < group.size(); ++i) compute.push_back(group.new_stream(i));
 //   cohort::gradient_buckets<__nv_bfloat16> buckets(peers, {compute.begin(), compute.end()});
 //   for (int l = 0; l < layers; ++l) buckets.add(gradients_of(l)); // one span per member
