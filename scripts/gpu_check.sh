@@ -40,7 +40,11 @@
 # a short call that checks a few changed areas where device time is short.
 # --parallel-sanitizers runs every --tools tool at once, each in two processes (sort_test apart),
 # over every case but the [serial] ones (which take much of the GPU's memory); run those in a
-# second call: --sanitizers-only --no-build --cases '--test-case=*[serial]*'.
+# second call: --sanitizers-only --no-build --cases '--test-case=*[serial]*'. For memcheck and
+# synccheck only: with two or more sanitized processes on one GPU, initcheck reported CUB's sort
+# reading unwritten keys and racecheck kept a p2p rank's kernel from running beside its peer's,
+# neither of which came with one process (sessions 15 and 20); run those two with --cases, one
+# process at a time.
 # --split-cases FILE runs each --tools tool once per line of FILE, each line the doctest options of
 # one process (as --cases takes them; blank lines and # comments skipped), --jobs N at a time
 # (default 4: a racecheck process sorting 2^20+3 staged keys grew to about 24 GiB of host memory,
