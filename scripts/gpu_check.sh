@@ -209,6 +209,13 @@ if ((ncu)); then
     --source-file='*for_each_test*'
   step ncu env COHORT_NO_SM_PARTITIONING=1 timeout 120 ncu --nvtx -c 2 \
     --nvtx-include "regex:cohort@all_reduce p2p.*/" build/examples/user_type_all_reduce
+  # The sorts and scans opened no range before session 20: ncu profiled nothing under these.
+  step ncu env COHORT_NO_SM_PARTITIONING=1 timeout 120 ncu --nvtx -c 2 \
+    --nvtx-include "regex:cohort@multi_device_sort.*/" build/tests/gpu/gpu_tests \
+    --test-case='uint32 keys sort ascending'
+  step ncu env COHORT_NO_SM_PARTITIONING=1 timeout 120 ncu --nvtx -c 2 \
+    --nvtx-include "regex:cohort@multi_device_inclusive_scan.*/" build/tests/gpu/gpu_tests \
+    --test-case='inclusive and exclusive scans of integers, in place and into another buffer'
   grep -E "==PROF==|==WARNING==|==ERROR==|<0,|ok$" "$out/ncu.log" | head -30
 fi
 

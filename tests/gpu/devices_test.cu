@@ -62,7 +62,11 @@ TEST_CASE("topology of one device is itself") {
   CHECK(t.link(0, 0).kind == cohort::link_kind::same_device);
   CHECK(t.fully_connected());
   CHECK_NOTHROW(cohort::enable_peer_access(cohort::device_ref{0}, cohort::device_ref{0}));
-  CHECK_THROWS_AS(t.link(0, 1), std::invalid_argument);
+  // An index past the end, as from std::vector::at (was std::invalid_argument).
+  CHECK_THROWS_WITH_AS(t.link(0, 1), "cohort::topology::link: index 1 is out of range (1 devices).",
+                       std::out_of_range);
+  CHECK_THROWS_WITH_AS(t.link(2, 0), doctest::Contains("cohort::topology::link: index 2"),
+                       std::out_of_range);
 }
 
 TEST_CASE("peer access between two GPUs is explicit and idempotent") {

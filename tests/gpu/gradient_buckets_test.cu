@@ -248,6 +248,33 @@ TEST_CASE("gradient_buckets reduce-scatters into each member's block and gathers
   }
 }
 
+// ready() and gather() made the clique's streams wait for the compute streams before the
+// collective refused a broken clique (naming its kernel): now refused first, by their own names.
+// (Its name holds "launch that fails part-way": racecheck and initcheck leave such cases out.)
+TEST_CASE("gradient_buckets refuses ready and gather by name after a launch that fails part-way") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  fixture<float> f(2, {1000});
+  cohort::gradient_buckets<float> reduced(f.peers, f.compute_refs());
+  reduced.add(f.spans(f.flat, 0));
+  cohort::gradient_buckets<float> sharded(f.peers, f.compute_refs(),
+                                          {.reduction = cohort::bucket_reduction::reduce_scatter});
+  sharded.add(f.spans(f.flat, 0));
+  for (cohort::stream& s :
+       f.compute) // the buffers, made on them, before the clique's streams use them
+    s.synchronize();
+  cohort::detail::p2p::fail_launch_on_member_for_testing() = 1;
+  CHECK_THROWS_AS(cohort::all_reduce(f.peers, f.spans(f.weights, 0), cohort::sum),
+                  cohort::cuda_error);
+  f.group.synchronize(); // rank 0, launched, was released
+  REQUIRE(f.peers.broken());
+  CHECK_THROWS_WITH_AS(reduced.ready(0),
+                       doctest::Contains("cohort::gradient_buckets::ready: argument 'this'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(sharded.gather(0, f.spans(f.weights, 0)),
+                       doctest::Contains("cohort::gradient_buckets::gather: argument 'this'"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("gradient_buckets works inside a group_graph capture and its replays") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t m : group_sizes) {
@@ -322,7 +349,15 @@ TEST_CASE("gradient_buckets refuses bad arguments before it enqueues anything") 
   CHECK_THROWS_WITH_AS(buckets.ready(1), doctest::Contains("there are 1 buckets"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(buckets.wait(1), doctest::Contains("bucket"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(buckets.shard(0, 2), doctest::Contains("member"), std::invalid_argument);
+  // The accessors' indices past the end are std::out_of_range (were std::invalid_argument).
+  CHECK_THROWS_WITH_AS(buckets.shard(0, 2),
+                       "cohort::gradient_buckets::shard: index 2 is out of range (2 members).",
+                       std::out_of_range);
+  CHECK_THROWS_WITH_AS(buckets.shard(1, 0), doctest::Contains("gradient_buckets::shard: index 1"),
+                       std::out_of_range);
+  CHECK_THROWS_WITH_AS(buckets.count(1),
+                       "cohort::gradient_buckets::count: index 1 is out of range (1 buckets).",
+                       std::out_of_range);
   CHECK_THROWS_WITH_AS(buckets.gather(0, good), doctest::Contains("reduce_scatter"),
                        std::invalid_argument);
 

@@ -72,6 +72,10 @@ TEST_CASE("bad partitions are rejected with the argument named") {
                        std::out_of_range);
   CHECK_THROWS_WITH_AS((void)three.offset(7), doctest::Contains("cohort::partition::offset"),
                        std::out_of_range);
+  // One past the last part too (offset(3) returned 10, size(), and the text said "4 parts").
+  CHECK_THROWS_WITH_AS((void)three.offset(3),
+                       "cohort::partition::offset: index 3 is out of range (3 parts).",
+                       std::out_of_range);
 }
 
 TEST_CASE("a replicated partition gives every part the same count") {

@@ -21,7 +21,8 @@
 //
 // How: each member sorts its shard into scratch (cub::DeviceRadixSort in its DoubleBuffer form,
 // passing the keys between the shard and the scratch, or cub::DeviceMergeSort's stable sort for a
-// comparator); one kernel on member 0, reading every member's sorted shard over peer access, finds
+// comparator); one kernel on member 0, reading every member's sorted shard over peer access (which
+// the sort enables between the members, as device_group::enable_peer_access would), finds
 // by exact rank selection which part of every member's sorted shard belongs in each member's
 // output range; the host reads that table (the one synchronization: so this sort cannot be
 // captured into a graph, and refuses to be); each member then merges its parts with
@@ -55,6 +56,7 @@
 // unspecified.
 #pragma once
 
+#include "../devices/detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
 #include "../distributed/on_each_shard.cuh"
 #include "../execution/device_group.cuh"
@@ -93,6 +95,8 @@ void sort_over_members(const device_group& group, distributed_buffer<K>& keys,
                 "(CUB's sorts and merges make values of them).");
   const std::string name(function);
   const std::size_t p = group.size();
+  const nvtx_range range(function, "%zu keys%s, %zu members", keys.size(),
+                         with_values ? " with values" : "", p);
   require_buffer_of_group(keys, group, function, "keys");
   if constexpr (with_values) {
     require_buffer_of_group(*values, group, function, "values");

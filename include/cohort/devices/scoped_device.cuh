@@ -12,10 +12,11 @@
 // It works on the thread's current *context* through the driver (entry points fetched at run
 // time, no link against libcuda): it makes the device's primary context (the runtime's) current
 // with cuCtxSetCurrent, and at the end makes current again whatever was, a caller's own
-// non-primary context or none at all. cudaSetDevice is never called: since CUDA 12 it creates the
-// device's primary context, so restoring with it would give a process that works on GPU 1 only a
-// context, and memory, on GPU 0; and it changes the runtime's current device, which the next
-// runtime call of the caller would use where no context is current.
+// non-primary context or none at all. cudaSetDevice is not called (but where a driver lacks those
+// entry points, as none since CUDA 12 does): since CUDA 12 it creates the device's primary
+// context, so restoring with it would give a process that works on GPU 1 only a context, and
+// memory, on GPU 0; and it changes the runtime's current device, which the next runtime call of
+// the caller would use where no context is current.
 #pragma once
 
 #include "detail/driver_api.cuh"

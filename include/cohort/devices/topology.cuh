@@ -1,7 +1,9 @@
 // cohort/devices/topology.cuh — which GPUs can reach each other's memory, and how well.
 //
-// Peer access is never turned on behind the user's back: ask, then enable explicitly.
-// Enabling twice is fine; enabling where the hardware cannot throws with the pair named.
+// Peer access is turned on only where asked: by enable_peer_access (or the group's), and by the
+// calls that say they need it (a p2p_clique; a sort that runs on the devices, not staged through
+// host memory). Enabling twice is fine; enabling where the hardware cannot throws with the pair
+// named.
 //
 //   cohort::topology topo = cohort::topology::of(cohort::devices());
 //   if (topo.link(0, 1).kind == cohort::link_kind::peer)
@@ -88,8 +90,8 @@ public:
     return detail::element_at(devices_, i, "topology::device", "devices");
   }
   const peer_link& link(std::size_t from, std::size_t to) const {
-    detail::require_argument(from < size(), "topology::link", "from", "position out of range.");
-    detail::require_argument(to < size(), "topology::link", "to", "position out of range.");
+    detail::element_at(devices_, from, "topology::link", "devices");
+    detail::element_at(devices_, to, "topology::link", "devices");
     return links_[from * size() + to];
   }
   // True when every pair can reach each other directly.

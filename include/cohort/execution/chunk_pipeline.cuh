@@ -27,6 +27,7 @@
 // The group (its streams) must outlive the pipeline; it is used from the group's host thread.
 #pragma once
 
+#include "../devices/detail/nvtx.cuh"
 #include "../devices/scoped_device.cuh"
 #include "../errors/argument_error.cuh"
 #include "../streams/event.cuh"
@@ -62,6 +63,8 @@ class chunk_pipeline {
   template <class Compute, class Communicate>
   void run(std::size_t chunks, Compute&& compute, Communicate&& communicate) {
     if (chunks == 0) return;
+    const detail::nvtx_range range("chunk_pipeline::run", "%zu chunks, %zu members", chunks,
+                                   size());
     handoff(members_, compute_); // the compute streams start after the members' earlier work
     try {
       for (std::size_t k = 0; k < chunks; ++k) {

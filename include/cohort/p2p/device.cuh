@@ -54,6 +54,7 @@
 #pragma once
 
 #include "../communication/detail/arguments.cuh"
+#include "../devices/detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
 #include "../errors/argument_error.cuh"
 #include "../execution/launch.cuh"
@@ -352,6 +353,9 @@ void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(P
                                        " blocks; a kernel with p2p sessions takes at most " +
                                        std::to_string(detail::p2p::max_blocks) +
                                        " (one signal slot per block).");
+  const detail::nvtx_range range("p2p_launch", "%s, %llu blocks, %zu ranks",
+                                 config.name != nullptr ? config.name : "a kernel", blocks,
+                                 peers.size());
   auto args = [&](std::size_t i, bool no_op) {
     // Copies: args_of may return references (std::tie of handles the caller keeps), and the
     // loading launch below changes its handles.

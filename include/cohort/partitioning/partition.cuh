@@ -108,7 +108,8 @@ class partition {
     return detail::element_at(counts_, part, "partition::count", "parts");
   }
   std::size_t offset(std::size_t part) const {
-    return detail::element_at(offsets_, part, "partition::offset", "parts");
+    detail::element_at(counts_, part, "partition::offset", "parts"); // offsets_ has one more
+    return offsets_[part];
   }
   const std::vector<std::size_t>& counts() const noexcept { return counts_; }
 

@@ -170,16 +170,17 @@ class gradient_buckets {
   const gradient_bucket_options& options() const noexcept { return options_; }
   // Elements per member in bucket `bucket`.
   std::size_t count(std::size_t bucket) const {
-    return buckets_[checked(bucket, "gradient_buckets::count")].spans[0].size();
+    return detail::element_at(buckets_, bucket, "gradient_buckets::count", "buckets")
+        .spans[0]
+        .size();
   }
 
   // What member `member` holds of the reduced bucket: block `member` for reduce_scatter, the whole
   // span for all_reduce.
   cuda::std::span<T> shard(std::size_t bucket, std::size_t member) const {
-    const entry& b = buckets_[checked(bucket, "gradient_buckets::shard")];
-    detail::require_argument(member < members(), "gradient_buckets::shard", "member",
-                             "is " + std::to_string(member) + "; the clique has " +
-                                 std::to_string(members()) + " members.");
+    // Accessor indices past the end are std::out_of_range, as from std::vector::at.
+    const entry& b = detail::element_at(buckets_, bucket, "gradient_buckets::shard", "buckets");
+    detail::element_at(compute_, member, "gradient_buckets::shard", "members");
     if (options_.reduction == bucket_reduction::all_reduce) return b.spans[member];
     return block_of(b.spans[member], member);
   }
@@ -194,6 +195,7 @@ class gradient_buckets {
                                      std::to_string(bucket) +
                                          " was handed over already since the last finish(); "
                                          "call finish() to end a round before the next.");
+    require_whole_clique(function);
     const detail::nvtx_range range("gradient_buckets::ready", "bucket %zu, %zu elements", bucket,
                                    b.spans[0].size());
     after_compute(b);
@@ -228,6 +230,7 @@ class gradient_buckets {
     for (const auto& d : data)
       detail::require_count(d.size(), b.spans[0].size(), function, "data",
                             "per member, the size of bucket " + std::to_string(bucket));
+    require_whole_clique(function);
     const detail::nvtx_range range("gradient_buckets::gather", "bucket %zu", bucket);
     after_compute(b);
     all_gather(*peers_, blocks(data), data);
@@ -286,6 +289,16 @@ class gradient_buckets {
       call(avg);
     else
       call(sum);
+  }
+
+  // A clique a launch broke part-way refuses every collective, but only after after_compute has
+  // made its streams wait: refused here first, naming this call, so that nothing is enqueued.
+  void require_whole_clique(const char* function) const {
+    if (peers_->broken())
+      detail::throw_invalid_argument(function, "this",
+                                     "its p2p_clique was broken by a launch that failed part-way "
+                                     "(the members' engine states differ for good): make a new "
+                                     "p2p_clique, and gradient_buckets over it.");
   }
 
   void after_compute(entry& b) {
