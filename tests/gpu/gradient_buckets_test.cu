@@ -275,6 +275,52 @@ TEST_CASE("gradient_buckets refuses ready and gather by name after a launch that
                        std::invalid_argument);
 }
 
+// With member 0's compute stream captured alone, ready() made member 0's clique stream join that
+// capture and only then did the collective refuse: the capture could not end (a joined stream
+// left behind). Now refused first, naming the call, and the capture ends empty.
+TEST_CASE("gradient_buckets refuses ready with one member's stream captured, before enqueuing") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  fixture<float> f(2, {1000});
+  cohort::gradient_buckets<float> buckets(f.peers, f.compute_refs());
+  buckets.add(f.spans(f.flat, 0));
+  for (cohort::stream& s : f.compute)
+    s.synchronize();
+  const cohort::stream_ref captured = f.compute[0];
+  cudaGraph_t graph = nullptr;
+  cudaError_t ended = cudaErrorUnknown;
+  {
+    const cohort::scoped_device on(captured.device());
+    cohort::check_cuda(
+        cudaStreamBeginCapture(captured.native_handle(), cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+    CHECK_THROWS_WITH_AS(buckets.ready(0), doctest::Contains("cohort::gradient_buckets::ready"),
+                         std::logic_error);
+    ended = cudaStreamEndCapture(captured.native_handle(), &graph);
+  }
+  CHECK(ended == cudaSuccess);
+  std::size_t nodes = 1;
+  if (graph != nullptr) {
+    cohort::check_cuda(cudaGraphGetNodes(graph, nullptr, &nodes), "cudaGraphGetNodes");
+    cohort::check_cuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+  }
+  CHECK(nodes == 0);
+  (void)cudaGetLastError();
+  // Nothing was handed over: the bucket still can be, outside the capture.
+  f.poison();
+  buckets.finish();
+  f.produce_bucket(0, 1, 5'000);
+  buckets.ready(0);
+  buckets.finish();
+  for (std::size_t i = 0; i < f.members(); ++i) {
+    const std::vector<float> got = f.read(f.flat[i], i);
+    std::size_t wrong = 0;
+    for (std::size_t k = f.offsets[0]; k < f.offsets[0] + f.sizes[0]; ++k)
+      wrong += close(got[k], f.reduced(1, k, true)) ? 0 : 1;
+    CAPTURE(i);
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("gradient_buckets works inside a group_graph capture and its replays") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t m : group_sizes) {

@@ -52,6 +52,7 @@
 #include "../communication/operators.cuh"
 #include "../devices/detail/nvtx.cuh"
 #include "../errors/argument_error.cuh"
+#include "../execution/detail/one_capture.cuh"
 #include "../p2p/collectives.cuh"
 #include "../p2p/p2p_clique.cuh"
 #include "../streams/event.cuh"
@@ -195,7 +196,7 @@ class gradient_buckets {
                                      std::to_string(bucket) +
                                          " was handed over already since the last finish(); "
                                          "call finish() to end a round before the next.");
-    require_whole_clique(function);
+    require_launchable(function);
     const detail::nvtx_range range("gradient_buckets::ready", "bucket %zu, %zu elements", bucket,
                                    b.spans[0].size());
     after_compute(b);
@@ -230,7 +231,7 @@ class gradient_buckets {
     for (const auto& d : data)
       detail::require_count(d.size(), b.spans[0].size(), function, "data",
                             "per member, the size of bucket " + std::to_string(bucket));
-    require_whole_clique(function);
+    require_launchable(function);
     const detail::nvtx_range range("gradient_buckets::gather", "bucket %zu", bucket);
     after_compute(b);
     all_gather(*peers_, blocks(data), data);
@@ -291,14 +292,20 @@ class gradient_buckets {
       call(sum);
   }
 
-  // A clique a launch broke part-way refuses every collective, but only after after_compute has
-  // made its streams wait: refused here first, naming this call, so that nothing is enqueued.
-  void require_whole_clique(const char* function) const {
+  // What the collective would refuse, but only after after_compute made the clique's streams wait
+  // for the compute streams: refused here first, naming this call, before anything is enqueued. A
+  // clique a launch broke part-way; members whose streams would not all be in one capture (or
+  // none) once the waits took each compute stream's capture into the clique's stream.
+  void require_launchable(const char* function) const {
     if (peers_->broken())
       detail::throw_invalid_argument(function, "this",
                                      "its p2p_clique was broken by a launch that failed part-way "
                                      "(the members' engine states differ for good): make a new "
                                      "p2p_clique, and gradient_buckets over it.");
+    detail::require_one_capture(
+        members(),
+        [&](std::size_t i) { return compute_[i].is_capturing() ? compute_[i] : peers_->stream(i); },
+        function);
   }
 
   void after_compute(entry& b) {
