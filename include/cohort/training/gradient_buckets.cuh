@@ -61,6 +61,7 @@
 #include <cuda/std/span>
 
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -292,16 +293,29 @@ class gradient_buckets {
       call(sum);
   }
 
-  // What the collective would refuse, but only after after_compute made the clique's streams wait
-  // for the compute streams: refused here first, naming this call, before anything is enqueued. A
-  // clique a launch broke part-way; members whose streams would not all be in one capture (or
-  // none) once the waits took each compute stream's capture into the clique's stream.
+  // Refused here, naming this call, before after_compute makes the clique's streams wait for the
+  // compute streams: a clique a launch broke part-way (the collective would refuse it, but after
+  // the waits); a clique stream being captured while its compute stream is not in that capture (a
+  // captured stream cannot wait for work outside its capture: call finish() first inside it,
+  // which brings the compute streams in); members whose streams would not all be in one capture
+  // (or none) once the waits took each compute stream's capture into its clique stream.
   void require_launchable(const char* function) const {
     if (peers_->broken())
       detail::throw_invalid_argument(function, "this",
                                      "its p2p_clique was broken by a launch that failed part-way "
                                      "(the members' engine states differ for good): make a new "
                                      "p2p_clique, and gradient_buckets over it.");
+    for (std::size_t i = 0; i < members(); ++i) {
+      const detail::capture_state clique = detail::capture_of(peers_->stream(i), function);
+      if (clique.active && detail::capture_of(compute_[i], function) != clique)
+        throw std::logic_error("cohort::" + std::string(function) + ": member " +
+                               std::to_string(i) +
+                               "'s clique stream is being captured and its compute stream is "
+                               "not in that capture: the reduction could not wait for the "
+                               "gradients. Nothing was enqueued. Call finish() first inside the "
+                               "capture (it brings the compute streams in), or capture the "
+                               "compute streams as well.");
+    }
     detail::require_one_capture(
         members(),
         [&](std::size_t i) { return compute_[i].is_capturing() ? compute_[i] : peers_->stream(i); },

@@ -17,6 +17,24 @@
 
 namespace cohort::detail {
 
+// A stream's capture: whether one is active, and which.
+struct capture_state {
+  bool active = false;
+  unsigned long long id = 0;
+  friend bool operator==(const capture_state&, const capture_state&) = default;
+};
+
+inline capture_state capture_of(stream_ref stream, std::string_view function) {
+  scoped_device on(stream.device());
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  capture_state state;
+  check_cuda(cudaStreamGetCaptureInfo(stream.native_handle(), &status, &state.id),
+             "cudaStreamGetCaptureInfo (" + std::string(function) + ")", stream.device().get());
+  state.active = status != cudaStreamCaptureStatusNone;
+  if (!state.active) state.id = 0;
+  return state;
+}
+
 // Throws std::logic_error naming `function` and the first member whose stream is not in member
 // 0's capture (or is in one where member 0's is not), before anything is enqueued. Member i's
 // stream is stream_of(i), for i < members. Returns whether they are being captured (false for
@@ -28,12 +46,7 @@ bool require_one_capture(std::size_t members, StreamOf stream_of, std::string_vi
   int first_device = 0;
   for (std::size_t i = 0; i < members; ++i) {
     const stream_ref stream = stream_of(i);
-    scoped_device on(stream.device());
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    unsigned long long id = 0;
-    check_cuda(cudaStreamGetCaptureInfo(stream.native_handle(), &status, &id),
-               "cudaStreamGetCaptureInfo (" + std::string(function) + ")", stream.device().get());
-    const bool capturing = status != cudaStreamCaptureStatusNone;
+    const auto [capturing, id] = capture_of(stream, function);
     if (i == 0) {
       first_capturing = capturing;
       first_id = id;
