@@ -305,20 +305,22 @@ class gradient_buckets {
                                      "its p2p_clique was broken by a launch that failed part-way "
                                      "(the members' engine states differ for good): make a new "
                                      "p2p_clique, and gradient_buckets over it.");
-    for (std::size_t i = 0; i < members(); ++i) {
-      const detail::capture_state clique = detail::capture_of(peers_->stream(i), function);
-      if (clique.active && detail::capture_of(compute_[i], function) != clique)
-        throw std::logic_error("cohort::" + std::string(function) + ": member " +
-                               std::to_string(i) +
-                               "'s clique stream is being captured and its compute stream is "
-                               "not in that capture: the reduction could not wait for the "
-                               "gradients. Nothing was enqueued. Call finish() first inside the "
-                               "capture (it brings the compute streams in), or capture the "
-                               "compute streams as well.");
-    }
+    // Each stream's capture read once: member i's clique stream counts as in its compute
+    // stream's capture where that is active (the waits take it there).
     detail::require_one_capture(
         members(),
-        [&](std::size_t i) { return compute_[i].is_capturing() ? compute_[i] : peers_->stream(i); },
+        [&](std::size_t i) {
+          const detail::stream_capture compute = detail::read_capture(compute_[i], function);
+          const detail::stream_capture clique = detail::read_capture(peers_->stream(i), function);
+          if (clique.state.active && compute.state != clique.state)
+            throw std::logic_error(
+                "cohort::" + std::string(function) + ": member " + std::to_string(i) +
+                "'s clique stream is being captured and its compute stream is not in that "
+                "capture: the reduction could not wait for the gradients. Nothing was enqueued. "
+                "Call finish() first inside the capture (it brings the compute streams in), or "
+                "capture the compute streams as well.");
+          return compute.state.active ? compute : clique;
+        },
         function);
   }
 

@@ -35,18 +35,32 @@ inline capture_state capture_of(stream_ref stream, std::string_view function) {
   return state;
 }
 
+// A stream with its capture already read (for callers that read it to decide which stream counts).
+struct stream_capture {
+  stream_ref stream;
+  capture_state state;
+};
+
+inline stream_capture read_capture(stream_ref stream, std::string_view function) {
+  return {stream, capture_of(stream, function)};
+}
+inline stream_capture read_capture(const stream_capture& known, std::string_view) {
+  return known;
+}
+
 // Throws std::logic_error naming `function` and the first member whose stream is not in member
 // 0's capture (or is in one where member 0's is not), before anything is enqueued. Member i's
-// stream is stream_of(i), for i < members. Returns whether they are being captured (false for
-// no members), so that the caller need not ask again.
+// stream is stream_of(i), for i < members (a stream_ref, or a stream_capture already read).
+// Returns whether they are being captured (false for no members), so that the caller need not ask
+// again.
 template <class StreamOf>
 bool require_one_capture(std::size_t members, StreamOf stream_of, std::string_view function) {
   bool first_capturing = false;
   unsigned long long first_id = 0;
   int first_device = 0;
   for (std::size_t i = 0; i < members; ++i) {
-    const stream_ref stream = stream_of(i);
-    const auto [capturing, id] = capture_of(stream, function);
+    const auto [stream, capture] = read_capture(stream_of(i), function);
+    const auto [capturing, id] = capture;
     if (i == 0) {
       first_capturing = capturing;
       first_id = id;
