@@ -40,11 +40,11 @@
 # a short call that checks a few changed areas where device time is short.
 # --parallel-sanitizers runs every --tools tool at once, each in two processes (sort_test apart),
 # over every case but the [serial] ones (which take much of the GPU's memory); run those in a
-# second call: --sanitizers-only --no-build --cases '--test-case=*[serial]*'. For memcheck and
-# synccheck only: with two or more sanitized processes on one GPU, initcheck reported CUB's sort
-# reading unwritten keys and racecheck kept a p2p rank's kernel from running beside its peer's,
-# neither of which came with one process (sessions 15 and 20); run those two with --cases, one
-# process at a time.
+# second call: --sanitizers-only --no-build --cases '--test-case=*[serial]*'. Prefer one process
+# at a time, for every tool: with two or more sanitized processes on one GPU, initcheck reported
+# CUB's sort reading unwritten keys (sessions 15, 20), and one rank of an emulated one-shot
+# all-reduce did not run beside its waiting peer, under racecheck (session 20) and under memcheck
+# (session 21); none of these came with one process (docs/testing.md, session 21).
 # --split-cases FILE runs each --tools tool once per line of FILE, each line the doctest options of
 # one process (as --cases takes them; blank lines and # comments skipped), --jobs N at a time
 # (default 4: a racecheck process sorting 2^20+3 staged keys grew to about 24 GiB of host memory,
