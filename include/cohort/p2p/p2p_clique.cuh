@@ -9,10 +9,13 @@
 //   cohort::all_reduce(peers, data, cohort::sum);    // any type, any operator; no NCCL needed
 //   cohort::p2p_clique patient(group, {.patience = cohort::p2p_clique_options::wait_forever});
 //
-// It works the same on an emulated group (every logical device on one GPU). Calls are enqueued
-// on the group's streams and never wait on the host, so back-to-back calls need no
-// synchronisation, and they can be captured into CUDA graphs (cohort::group_graph) and replayed
-// any number of times, mixed with direct calls.
+// It works the same on an emulated group (every logical device on one GPU), where its members'
+// kernels must run at the same time on one GPU: CUDA does not promise that (green contexts may
+// share hardware queues), and it has always held natively, but under compute-sanitizer with other
+// sanitized processes on the GPU a member's kernel has not started (run those one at a time).
+// Calls are enqueued on the group's streams and never wait on the host, so back-to-back calls
+// need no synchronisation, and they can be captured into CUDA graphs (cohort::group_graph) and
+// replayed any number of times, mixed with direct calls.
 //
 // Rules, as NCCL has its own for concurrent communicators. A clique is used from one host thread at
 // a time; its calls run in the order they are made, on every member; cliques of different threads
