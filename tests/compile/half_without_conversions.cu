@@ -47,3 +47,21 @@ void reduce_with_user_operators(cohort::p2p_clique& peers, cohort::distributed_b
   cohort::all_reduce(peers, h2, half2_max{}, {.accumulate_in_float = true});
   cohort::all_reduce(peers, b2, [] __device__(auto a, auto b) { return a + b; });
 }
+
+// cohort's operators on the pair types run lane by lane; the pair-type form was compiled as well
+// (never run), and there `prod` on __nv_bfloat162 (and `sum`, through gradient_buckets) used the
+// pair's * and +, which __CUDA_NO_BFLOAT16_OPERATORS__ compiles out (session 21).
+template <class Pair>
+void pairs_with_cohort_operators(cohort::p2p_clique& peers, cohort::distributed_buffer<Pair>& x) {
+  cohort::all_reduce(peers, x, cohort::sum);
+  cohort::all_reduce(peers, x, cohort::prod);
+  cohort::all_reduce(peers, x, cohort::min);
+  cohort::all_reduce(peers, x, cohort::max);
+  cohort::all_reduce(peers, x, cohort::avg);
+  cohort::all_reduce(peers, x, cohort::prod, {.accumulate_in_float = true});
+}
+template void pairs_with_cohort_operators<__half2>(cohort::p2p_clique&,
+                                                   cohort::distributed_buffer<__half2>&);
+template void
+pairs_with_cohort_operators<__nv_bfloat162>(cohort::p2p_clique&,
+                                            cohort::distributed_buffer<__nv_bfloat162>&);

@@ -151,16 +151,19 @@ void dispatch_reduction(const per_rank<const T>& in, const per_rank<T>& out, std
       return launch.template operator()<lane, float>(as_lanes<const lane>(in), as_lanes<lane>(out),
                                                      2 * count);
     // Lane by lane in the lane's own type only with cohort's operators: a user operator is never
-    // asked to take a lone __half or __nv_bfloat16.
+    // asked to take a lone __half or __nv_bfloat16. In the `else` only: cohort's operators are
+    // never compiled for the pair type itself, whose + and * PyTorch's flags compile out.
     if constexpr (is_cohort_operator<Op>)
-      return launch.template operator()<lane, lane>(as_lanes<const lane>(in), as_lanes<lane>(out),
-                                                    2 * count);
-  }
-  if constexpr (is_half_like<T>) {
-    if (options.accumulate_in_float) return launch.template operator()<T, float>(in, out, count);
-  }
-  if constexpr (std::is_void_v<lane> || !divides_by_ranks<Op>)
+      launch.template operator()<lane, lane>(as_lanes<const lane>(in), as_lanes<lane>(out),
+                                             2 * count);
+    else
+      launch.template operator()<T, T>(in, out, count);
+  } else {
+    if constexpr (is_half_like<T>) {
+      if (options.accumulate_in_float) return launch.template operator()<T, float>(in, out, count);
+    }
     launch.template operator()<T, T>(in, out, count);
+  }
 }
 
 template <class T>
