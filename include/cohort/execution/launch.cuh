@@ -9,7 +9,9 @@
 //   cohort::launch(stream, {.grid = fits, .block = 256, .cooperative = true}, persistent, x);
 //
 // Like CCCL's `cuda::launch(stream, config, kernel, args...)`, the stream comes first and the
-// arguments are converted to the kernel's parameter types as a `<<<...>>>` launch converts them.
+// arguments are converted to the kernel's parameter types as a `<<<...>>>` launch converts them,
+// but as values passed on (like std::thread's): a literal 0 or NULL for a pointer parameter is an
+// int by then, which does not compile; pass nullptr.
 // A grid or block with a zero dimension is refused before anything is enqueued; an error CUDA
 // reports for the launch becomes a `cuda_error` that names the kernel (`name`, else CUDA's name
 // for the function) and the device. Launches may be captured into a graph like any other.
