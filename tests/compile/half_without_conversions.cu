@@ -49,8 +49,8 @@ void reduce_with_user_operators(cohort::p2p_clique& peers, cohort::distributed_b
 }
 
 // cohort's operators on the pair types run lane by lane; the pair-type form was compiled as well
-// (never run), and there `prod` on __nv_bfloat162 (and `sum`, through gradient_buckets) used the
-// pair's * and +, which __CUDA_NO_BFLOAT16_OPERATORS__ compiles out (session 21).
+// (never run), and there sum, prod, min and max on __nv_bfloat162 used the pair's +, * and <,
+// which __CUDA_NO_BFLOAT16_OPERATORS__ compiles out (session 21).
 template <class Pair>
 void pairs_with_cohort_operators(cohort::p2p_clique& peers, cohort::distributed_buffer<Pair>& x) {
   cohort::all_reduce(peers, x, cohort::sum);
