@@ -65,3 +65,36 @@ template void pairs_with_cohort_operators<__half2>(cohort::p2p_clique&,
 template void
 pairs_with_cohort_operators<__nv_bfloat162>(cohort::p2p_clique&,
                                             cohort::distributed_buffer<__nv_bfloat162>&);
+
+// multi_device_reduce and the scans convert elements through CUDA's intrinsics as the p2p engine
+// does: a float reduction of half (init 0.0f) used static_cast<float>(__half), which these flags
+// compile out (session 22).
+void reduce_half_in_float(const cohort::device_group& group, cohort::distributed_buffer<__half>& h,
+                          cohort::distributed_buffer<__nv_bfloat16>& b,
+                          cohort::device_result<float>& result) {
+  (void)cohort::multi_device_reduce(group, h, 0.0f, cohort::sum);
+  (void)cohort::multi_device_reduce(group, b, 0.0, cohort::max);
+  cohort::multi_device_reduce_into(group, h, 0.0f, cohort::sum, result);
+}
+
+#if defined(COHORT_HAS_FP8)
+// fp8 with cohort's operators, on the p2p engine and in multi_device_reduce: through float, as
+// NCCL's fp8 reductions are. Before session 22 sum, prod, min and max used fp8's + and <, which
+// it does not have.
+template <class F8>
+void fp8_every_way(cohort::p2p_clique& peers, const cohort::device_group& group,
+                   cohort::distributed_buffer<F8>& x) {
+  cohort::all_reduce(peers, x, cohort::sum);
+  cohort::all_reduce(peers, x, cohort::prod);
+  cohort::all_reduce(peers, x, cohort::min);
+  cohort::all_reduce(peers, x, cohort::max);
+  cohort::all_reduce(peers, x, cohort::avg);
+  cohort::all_reduce(peers, x, cohort::sum, {.accumulate_in_float = true});
+  (void)cohort::multi_device_reduce(group, x, F8{}, cohort::max);
+  (void)cohort::multi_device_reduce(group, x, 0.0f, cohort::sum);
+}
+template void fp8_every_way<__nv_fp8_e4m3>(cohort::p2p_clique&, const cohort::device_group&,
+                                           cohort::distributed_buffer<__nv_fp8_e4m3>&);
+template void fp8_every_way<__nv_fp8_e5m2>(cohort::p2p_clique&, const cohort::device_group&,
+                                           cohort::distributed_buffer<__nv_fp8_e5m2>&);
+#endif

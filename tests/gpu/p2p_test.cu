@@ -61,7 +61,9 @@ struct case_of {
 
 template <class T>
 bool same(const T& a, const T& b) {
-  if constexpr (std::is_same_v<T, __half>)
+  if constexpr (cohort::detail::is_8_bit_float<T>)
+    return a.__x == b.__x; // the same bits
+  else if constexpr (std::is_same_v<T, __half>)
     return __half2float(a) == __half2float(b);
   else if constexpr (std::is_same_v<T, __nv_bfloat16>)
     return __bfloat162float(a) == __bfloat162float(b);
@@ -129,6 +131,31 @@ case_of<T> summed() {
           }};
 }
 
+// fp8 has no arithmetic: the engine computes through float, rounding to fp8 after every step in
+// rank order, or once at the end when accumulating in float; avg divides in float at the end.
+template <class F8>
+case_of<F8> fp8_summed(bool in_float, bool average) {
+  return {[](int r, std::size_t i) { return F8(static_cast<float>(small(r, i))); },
+          [=](const std::vector<F8>& v) {
+            float acc = static_cast<float>(v[0]);
+            for (std::size_t r = 1; r < v.size(); ++r) {
+              acc += static_cast<float>(v[r]);
+              if (!in_float) acc = static_cast<float>(F8(acc));
+            }
+            return F8(average ? acc / static_cast<float>(v.size()) : acc);
+          }};
+}
+template <class F8>
+case_of<F8> fp8_largest() {
+  return {[](int r, std::size_t i) { return F8(static_cast<float>(small(r, i)) / 4); },
+          [](const std::vector<F8>& v) {
+            F8 best = v[0];
+            for (const F8& x : v)
+              if (static_cast<float>(best) < static_cast<float>(x)) best = x;
+            return best;
+          }};
+}
+
 } // namespace
 
 TEST_CASE("p2p all_reduce sums float, int and double exactly on groups of 2, 3 and 4") {
@@ -186,6 +213,35 @@ TEST_CASE("p2p all_reduce of half and bfloat16, in their own type and accumulate
       check_all_reduce<__nv_bfloat16>(m, cohort::sum, summed<__nv_bfloat16>(),
                                       {.accumulate_in_float = wide});
     }
+}
+
+TEST_CASE("p2p all_reduce of fp8 through float: rounded at every step, or once in float") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  using e4m3 = __nv_fp8_e4m3;
+  using e5m2 = __nv_fp8_e5m2;
+  // The two references differ (14 + 13 - 13 is 15 in e4m3 steps, as 27 rounds to 28; 14 in
+  // float), so that the exact check sees which form ran.
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < 1000; ++i) {
+    std::vector<e4m3> column;
+    for (int r = 0; r < 4; ++r)
+      column.push_back(fp8_summed<e4m3>(false, false).value(r, i));
+    differ += same(fp8_summed<e4m3>(false, false).reduce(column),
+                   fp8_summed<e4m3>(true, false).reduce(column))
+                  ? 0
+                  : 1;
+  }
+  CHECK(differ > 0);
+  for (std::size_t m : group_sizes)
+    for (const bool wide : {false, true}) {
+      CAPTURE(wide);
+      check_all_reduce<e4m3>(m, cohort::sum, fp8_summed<e4m3>(wide, false),
+                             {.accumulate_in_float = wide});
+      check_all_reduce<e5m2>(m, cohort::avg, fp8_summed<e5m2>(wide, true),
+                             {.accumulate_in_float = wide});
+    }
+  check_all_reduce<e4m3>(3, cohort::max, fp8_largest<e4m3>());
+  check_all_reduce<e5m2>(4, cohort::max, fp8_largest<e5m2>(), {.accumulate_in_float = true});
 }
 
 TEST_CASE("accumulating half in float rounds once, where half accumulation rounds at every step") {
@@ -284,6 +340,19 @@ TEST_CASE("a one-shot limit that would wrap is refused, and limits round up to 2
                          std::invalid_argument);
   cohort::p2p_clique peers(group, 1000);
   CHECK(peers.one_shot_limit() == 1024);
+}
+
+// `{}` is the options form: before session 22 it picked the one-shot-limit form, a limit of 0.
+TEST_CASE("p2p_clique(group, {}) takes every default, and a negative one-shot limit is refused") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  cohort::p2p_clique defaults(group, {});
+  CHECK(defaults.one_shot_limit() == cohort::p2p_clique::default_one_shot_limit);
+  CHECK(defaults.options().patience == cohort::p2p_clique_options::default_patience);
+  CHECK_THROWS_WITH_AS(cohort::p2p_clique(group, -1), doctest::Contains("must not be negative"),
+                       std::invalid_argument);
+  cohort::p2p_clique from_int(group, 1 << 12);
+  CHECK(from_int.one_shot_limit() == 4096);
 }
 
 TEST_CASE("p2p span forms of reduce, broadcast, reduce_scatter and all_reduce, in place too") {

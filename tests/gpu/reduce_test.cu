@@ -10,6 +10,7 @@
 #include <cuda/functional>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <chrono>
 #include <cmath>
@@ -211,6 +212,38 @@ TEST_CASE("half and bfloat16 reduce in float through a transform") {
   for (auto v : h)
     expected_max = std::max(expected_max, __half2float(v));
   CHECK(__half2float(mh.wait()) == expected_max);
+}
+
+// cohort's operators on half and fp8 elements, with no transform: a float init reduces in float,
+// each element converted through CUDA's intrinsics (before session 22, fp8 did not compile with
+// cohort's operators, and half in float not under PyTorch's flags: tests/compile).
+TEST_CASE("half and fp8 buffers reduce with cohort's operators, in float or in their own type") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for_groups_and_sizes({1u, 3u}, sizes, [&](const cohort::device_group& group, std::size_t n) {
+    // Integers in [-8, 8]: every partial sum is exact in float (below 2^24), in any order.
+    const auto ints = cohort::testing::random_values<int>(n, 21 + static_cast<unsigned>(n));
+    std::vector<__half> h(n);
+    std::vector<__nv_fp8_e4m3> e(n);
+    double expected = 0;
+    float largest = -448.0f; // e4m3's lowest
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>(ints[i] % 9);
+      h[i] = __float2half(v);
+      e[i] = __nv_fp8_e4m3(v / 8);
+      expected += v;
+      largest = std::max(largest, v / 8);
+    }
+    cohort::distributed_buffer<__half> xh(group, n);
+    cohort::distributed_buffer<__nv_fp8_e4m3> xe(group, n);
+    xh.copy_from_host(h);
+    xe.copy_from_host(e);
+    auto half_sum = cohort::multi_device_reduce(group, xh, 0.0f, cohort::sum);
+    auto fp8_sum = cohort::multi_device_reduce(group, xe, 0.0, cohort::sum);
+    auto fp8_max = cohort::multi_device_reduce(group, xe, __nv_fp8_e4m3(-448.0f), cohort::max);
+    CHECK(static_cast<double>(half_sum.wait()) == expected);
+    CHECK(fp8_sum.wait() == expected / 8);
+    CHECK(static_cast<float>(fp8_max.wait()) == largest);
+  });
 }
 
 TEST_CASE("a user-defined statistics type reduces over every member") {

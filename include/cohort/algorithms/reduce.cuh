@@ -32,6 +32,8 @@
 //   cohort::multi_device_reduce_into(group, x, 0, cuda::std::plus<>{}, wide);
 #pragma once
 
+#include "../communication/detail/narrow_floats.cuh"
+#include "../communication/operators.cuh"
 #include "../devices/detail/nvtx.cuh"
 #include "../distributed/on_each_shard.cuh"
 #include "../execution/detail/one_capture.cuh"
@@ -89,7 +91,7 @@ struct combine_maybe {
   __device__ maybe<T> operator()(const maybe<T>& a, const maybe<T>& b) const {
     if (!a.has()) return b;
     if (!b.has()) return a;
-    return maybe<T>::of(static_cast<T>(op(a.value, b.value)));
+    return maybe<T>::of(convert<T>(op(a.value, b.value)));
   }
 };
 
@@ -159,12 +161,12 @@ __global__ void __launch_bounds__(reduce_block_threads)
   for (std::size_t at = first; at < whole_end; at += tile) {
     U items[per_lane];
     load(load_storage[warp]).Load(input + at, items);
-    V mine = static_cast<V>(transform(items[0]));
+    V mine = convert<V>(transform(items[0]));
 #pragma unroll
     for (int j = 1; j < per_lane; ++j)
-      mine = static_cast<V>(op(mine, static_cast<V>(transform(items[j]))));
+      mine = convert<V>(op(mine, convert<V>(transform(items[j]))));
     const V step = reduce_whole(whole_storage[warp]).Reduce(mine, op);
-    if (lane == 0) total = at == first ? step : static_cast<V>(op(total, step));
+    if (lane == 0) total = at == first ? step : convert<V>(op(total, step));
     __syncwarp(); // the warp's temporary storage is reused by the next step
   }
   maybe<V> result = whole_end > first ? maybe<V>::of(total) : maybe<V>::none();
@@ -176,7 +178,7 @@ __global__ void __launch_bounds__(reduce_block_threads)
 #pragma unroll
     for (int j = 0; j < per_lane; ++j)
       if (lane * per_lane + j < valid)
-        mine = combine(mine, maybe<V>::of(static_cast<V>(transform(items[j]))));
+        mine = combine(mine, maybe<V>::of(convert<V>(transform(items[j]))));
     const maybe<V> step = reduce_partial(partial_storage[warp]).Reduce(mine, combine);
     if (lane == 0) result = combine(result, step);
   }
@@ -197,7 +199,7 @@ __global__ void combine_members(const maybe<T>* partials, std::size_t count, T i
                                 T* result) {
   T value = init;
   for (std::size_t k = 0; k < count; ++k)
-    if (partials[k].has()) value = static_cast<T>(op(value, partials[k].value));
+    if (partials[k].has()) value = convert<T>(op(value, partials[k].value));
   *result = value;
 }
 
@@ -359,6 +361,7 @@ pending<T> reduce_pending(const device_group& group, const std::vector<std::size
                           std::string_view function) {
   const nvtx_range range(function, "%zu items, %zu members", total_of(counts), group.size());
   require_value_type<T>();
+  refuse_average<Op>();
   // A pending value cannot outlive a graph replay: its host slot would be read once.
   refuse_capture(group, function,
                  "a pending<T> result cannot be captured (its host slot would be read once, not at "
@@ -466,6 +469,7 @@ class device_result {
     const detail::nvtx_range range(function, "%zu items, %zu members", detail::total_of(counts),
                                    group.size());
     detail::require_value_type<T>();
+    detail::refuse_average<Op>();
     bool same = group.size() == streams_.size();
     for (std::size_t k = 0; same && k < group.size(); ++k)
       same = group.stream(k) == streams_[k];

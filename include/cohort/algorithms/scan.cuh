@@ -48,6 +48,7 @@
 // group's streams are being captured: a graph allocates its scratch when it is launched).
 #pragma once
 
+#include "../communication/operators.cuh"
 #include "../devices/detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
 #include "../distributed/on_each_shard.cuh"
@@ -81,6 +82,7 @@ void scan_over_members(const device_group& group, InputOf input_of, distributed_
   static_assert(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>,
                 "cohort scans need a trivially copyable, default-constructible type (CUB's scan "
                 "makes values of it).");
+  refuse_average<Op>();
   const nvtx_range range(function, "%zu items, %zu members", out.size(), group.size());
   const auto op = scan_operator<T>(given_op);
   using ScanOp = std::remove_const_t<decltype(op)>;

@@ -16,17 +16,10 @@
 #include <cuda_fp16.h>
 #include <nccl.h>
 
-#include "../communication/operators.cuh"
+#include "../communication/operators.cuh" // and, through it, cuda_fp8.h where CUDA has it
 
 #include <cstdint>
 #include <type_traits>
-
-#if defined(__has_include)
-#if __has_include(<cuda_fp8.h>)
-#include <cuda_fp8.h>
-#define COHORT_HAS_FP8 1
-#endif
-#endif
 
 namespace cohort {
 

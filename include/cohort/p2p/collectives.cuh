@@ -22,10 +22,11 @@
 // reduce_scatter, all_gather and broadcast are read by the other GPUs directly (one-shot copies
 // them into the clique's scratch first): use cohort's buffers (or cudaMalloc memory).
 //
-// half and bfloat16 (and __half2, __nv_bfloat162) reduce in their own type, or in float with
+// half, bfloat16, __half2, __nv_bfloat162 and fp8 (e4m3, e5m2) reduce in their own type (fp8 with
+// cohort's operators: through float, rounded at every step), or in float with
 // `accumulate_in_float` (rounding once at the end). A pair type is reduced lane by lane with
 // cohort's operators; a user operator takes whole pairs, or floats (lanes) when accumulating in
-// float. Both forms are compiled whatever the options say, so a user operator on these four types
+// float. Both forms are compiled whatever the options say, so a user operator on these types
 // takes the type itself and float (a generic lambda, `[] __device__(auto a, auto b)`, or a functor
 // with both overloads); one that does not fails to compile with a message that says so.
 #pragma once
@@ -53,16 +54,16 @@ enum class p2p_algorithm { automatic, one_shot, two_shot };
 
 struct p2p_options {
   p2p_algorithm algorithm = p2p_algorithm::automatic;
-  // half, bfloat16 and their pairs: reduce in float and round once at the end (no effect on other
-  // types).
+  // half, bfloat16, their pairs and fp8: reduce in float and round once at the end (no effect on
+  // other types).
   bool accumulate_in_float = false;
 };
 
 namespace detail::p2p {
 
+// The types that accumulate_in_float applies to, besides the pairs.
 template <class T>
-inline constexpr bool is_half_like = std::is_same_v<std::remove_cv_t<T>, __half> ||
-                                     std::is_same_v<std::remove_cv_t<T>, __nv_bfloat16>;
+inline constexpr bool widens_to_float = is_narrow_float<std::remove_cv_t<T>>;
 
 // The lane type of a pair type (void for other types).
 template <class T>
@@ -142,7 +143,7 @@ void dispatch_reduction(const per_rank<const T>& in, const per_rank<T>& out, std
       bitwise_copyable_v<T>,
       "the peer-to-peer engine moves bytes: the element type must be trivially copyable.");
   using lane = lane_of<T>;
-  static_assert(!divides_by_ranks<Op> || std::is_constructible_v<T, int> || is_half_like<T> ||
+  static_assert(!divides_by_ranks<Op> || std::is_constructible_v<T, int> || widens_to_float<T> ||
                     !std::is_void_v<lane>,
                 "cohort::avg divides by the number of ranks: T must be constructible from int.");
   if (count == 0) return;
@@ -159,7 +160,7 @@ void dispatch_reduction(const per_rank<const T>& in, const per_rank<T>& out, std
     else
       launch.template operator()<T, T>(in, out, count);
   } else {
-    if constexpr (is_half_like<T>) {
+    if constexpr (widens_to_float<T>) {
       if (options.accumulate_in_float) return launch.template operator()<T, float>(in, out, count);
     }
     launch.template operator()<T, T>(in, out, count);

@@ -44,12 +44,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cohort {
@@ -154,9 +156,11 @@ class p2p_clique {
     for (stream_ref s : rescue_)
       s.synchronize();
   }
-  // The one-shot limit alone (the other options at their defaults).
-  p2p_clique(const device_group& group, std::size_t one_shot_limit)
-      : p2p_clique(group, p2p_clique_options{.one_shot_limit = one_shot_limit}) {}
+  // The one-shot limit alone (the other options at their defaults). A template, so that a braced
+  // `p2p_clique(group, {})` is the options form (all defaults), not a limit of 0.
+  template <std::integral I>
+  p2p_clique(const device_group& group, I one_shot_limit)
+      : p2p_clique(group, p2p_clique_options{.one_shot_limit = limit_in_bytes(one_shot_limit)}) {}
 
   p2p_clique(const p2p_clique&) = delete;
   p2p_clique& operator=(const p2p_clique&) = delete;
@@ -255,6 +259,15 @@ class p2p_clique {
   static constexpr std::size_t signal_words =
       std::size_t{detail::p2p::max_blocks} * detail::p2p::max_ranks;
   static constexpr std::size_t state_words = 4 * signal_words + detail::p2p::max_blocks;
+
+  // A limit given as any integer: a negative one is refused (it would wrap to a huge one).
+  template <std::integral I>
+  static std::size_t limit_in_bytes(I limit) {
+    if constexpr (std::is_signed_v<I>)
+      detail::require_argument(limit >= 0, "p2p_clique", "one_shot_limit",
+                               "must not be negative (" + std::to_string(limit) + ").");
+    return static_cast<std::size_t>(limit);
+  }
 
   static p2p_clique_options checked(p2p_clique_options options) {
     if (options.one_shot_limit > max_one_shot_limit)

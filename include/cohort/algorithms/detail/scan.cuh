@@ -2,6 +2,7 @@
 // scans write through, and the one-thread kernels that hand each member's carry to the next.
 #pragma once
 
+#include "../../communication/detail/narrow_floats.cuh"
 #include "../../execution/launch.cuh"
 
 #include <cuda/functional>
@@ -21,7 +22,7 @@ struct keep_last {
   std::ptrdiff_t last;
   template <class U>
   __device__ void operator()(std::ptrdiff_t i, const U& value) const {
-    if (i == last) *total = static_cast<T>(value);
+    if (i == last) *total = convert<T>(value);
   }
 };
 
@@ -38,7 +39,7 @@ struct apply_last_element {
   Op op;
   template <class U>
   __device__ void operator()(std::ptrdiff_t i, const U& exclusive) const {
-    out[i] = static_cast<T>(op(exclusive, static_cast<T>(in[i])));
+    out[i] = convert<T>(op(exclusive, convert<T>(in[i])));
   }
 };
 
@@ -70,7 +71,7 @@ template <class T, class F>
 struct value_at_index {
   F f;
   std::size_t offset;
-  __device__ T operator()(std::size_t i) const { return static_cast<T>(f(offset + i)); }
+  __device__ T operator()(std::size_t i) const { return convert<T>(f(offset + i)); }
 };
 
 template <class T, class F>
@@ -85,7 +86,7 @@ template <class T, class Op>
 __global__ void chain_carry(const T* carry, bool has_carry, const T* total, bool has_total, T* next,
                             Op op) {
   if (has_carry && has_total)
-    *next = static_cast<T>(op(*carry, *total));
+    *next = convert<T>(op(*carry, *total));
   else
     *next = has_carry ? *carry : *total;
 }

@@ -325,25 +325,6 @@ __device__ inline void copy_range(const T* from, T* to, std::size_t count) {
       });
 }
 
-// `v` as a To. half and bfloat16 go through float with CUDA's intrinsics, so that the engine also
-// builds where their conversions are compiled out (__CUDA_NO_HALF_CONVERSIONS__,
-// __CUDA_NO_BFLOAT16_CONVERSIONS__, as PyTorch extensions build); float rounds to nearest.
-template <class To, class From>
-__device__ inline To convert(From v) {
-  if constexpr (std::is_same_v<To, From>)
-    return v;
-  else if constexpr (std::is_same_v<From, __half>)
-    return convert<To>(__half2float(v));
-  else if constexpr (std::is_same_v<From, __nv_bfloat16>)
-    return convert<To>(__bfloat162float(v));
-  else if constexpr (std::is_same_v<To, __half>)
-    return __float2half_rn(static_cast<float>(v));
-  else if constexpr (std::is_same_v<To, __nv_bfloat16>)
-    return __float2bfloat16_rn(static_cast<float>(v));
-  else
-    return static_cast<To>(v);
-}
-
 // How a reduction turns elements into accumulators and back.
 template <class T, class Acc, class Op, bool Average>
 struct reducer {
@@ -352,16 +333,19 @@ struct reducer {
   // Checked in device code, where nvcc knows an extended __device__ lambda's parameters (host code
   // takes such a lambda as callable with anything).
   __device__ Acc apply(Acc a, Acc b) const {
-    static_assert(std::is_invocable_v<const Op&, Acc&, Acc&>,
-                  "cohort's peer-to-peer reduction calls this operator with two values of its "
-                  "accumulator type, and cannot: for __half, __nv_bfloat16 and their pairs both "
-                  "the type and float are compiled (accumulate_in_float picks at run time), so "
-                  "give an operator that takes both, e.g. [] __device__(auto a, auto b).");
+    static_assert(
+        std::is_invocable_v<const Op&, Acc&, Acc&>,
+        "cohort's peer-to-peer reduction calls this operator with two values of its "
+        "accumulator type, and cannot: for __half, __nv_bfloat16, their pairs and fp8 "
+        "both the type and float are compiled (accumulate_in_float picks at run time), so "
+        "give an operator that takes both, e.g. [] __device__(auto a, auto b).");
     return op(a, b);
   }
   __device__ Acc finish(Acc a) const {
     if constexpr (Average && is_16_bit_float<Acc>)
       return __hdiv(a, convert<Acc>(ranks)); // its operator may be compiled out (operators.cuh)
+    else if constexpr (Average && is_8_bit_float<Acc>)
+      return convert<Acc>(convert<float>(a) / static_cast<float>(ranks)); // fp8 has no division
     else if constexpr (Average)
       return a / convert<Acc>(ranks);
     else
