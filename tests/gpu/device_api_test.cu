@@ -467,3 +467,53 @@ TEST_CASE("blocks of a user's kernel may make different numbers of sync calls: l
     CHECK(wrong == 0);
   }
 }
+
+namespace {
+
+// Every rank sums every rank's element i of a const buffer (written before the kernel, on each
+// rank's stream: the first sync() waits until every rank's kernel, so every rank's copy, began).
+__global__ void sum_of_const(p2p_handle<const int> x, p2p_handle<int> y) {
+  auto s = x.session();
+  s.sync();
+  for (std::size_t i = first_index(); i < x.size(); i += stride()) {
+    int sum = 0;
+    for (int q = 0; q < x.ranks(); ++q)
+      sum += __ldcg(x.peer(q, i));
+    *y.local(i) = sum;
+  }
+  s.end();
+}
+
+} // namespace
+
+TEST_CASE("p2p_handle_for of a const buffer reads every rank's elements") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (const std::size_t n : {2, 3})
+    for (auto& group : groups_of(n)) {
+      CAPTURE(n);
+      CAPTURE(group.is_emulated());
+      cohort::p2p_clique peers(group, {.patience = patience});
+      const auto split = cohort::partition::replicated(count, n);
+      cohort::distributed_buffer<int> in(group, split), y(group, split);
+      const auto in0 = random_inputs(in, 41);
+      y.fill_bytes(cohort::testing::poison_byte);
+      const cohort::distributed_buffer<int>& read_only = in;
+      static_assert(std::is_same_v<decltype(cohort::p2p_handle_for(peers, read_only, 0)),
+                                   p2p_handle<const int>>);
+      cohort::p2p_launch(peers, {.grid = grid, .block = block}, sum_of_const, [&](std::size_t r) {
+        return std::make_tuple(cohort::p2p_handle_for(peers, read_only, r),
+                               cohort::p2p_handle_for(peers, y, r));
+      });
+      std::size_t wrong = 0;
+      for (std::size_t r = 0; r < n; ++r) {
+        const auto got = read(y, r);
+        for (std::size_t i = 0; i < count; ++i) {
+          long long want = 0;
+          for (std::size_t q = 0; q < n; ++q)
+            want += in0[q][i];
+          wrong += got[i] != static_cast<int>(want);
+        }
+      }
+      CHECK(wrong == 0);
+    }
+}

@@ -86,6 +86,54 @@ TEST_CASE_TEMPLATE("multi_device_for_each applies f to every element once", T, f
   }
 }
 
+namespace {
+
+// Reads an element of a const buffer and writes 2v + 1 at its place in another buffer: the shard
+// that holds it is found from its address (a copy of the element would have none of theirs).
+struct copy_scaled {
+  static constexpr std::size_t most = 4;
+  const float* in[most] = {};
+  float* out[most] = {};
+  std::size_t count[most] = {};
+  __device__ void operator()(const float& v) const {
+    for (std::size_t k = 0; k < most; ++k)
+      if (&v >= in[k] && &v < in[k] + count[k]) out[k][&v - in[k]] = 2.0f * v + 1.0f;
+  }
+};
+
+} // namespace
+
+TEST_CASE("multi_device_for_each over a const buffer calls f(const T&) on every element once") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 2u, 3u, 4u}) {
+    auto group = cohort::testing::group_of(members);
+    for (std::size_t n : sizes) {
+      CAPTURE(members);
+      CAPTURE(n);
+      const std::vector<float> in = inputs<float>(n);
+      cohort::distributed_buffer<float> x(group, n), y(group, n);
+      x.copy_from_host(in);
+      y.fill_bytes(cohort::testing::poison_byte);
+      copy_scaled f;
+      for (std::size_t k = 0; k < members; ++k) {
+        f.in[k] = x.shard(k).data.data();
+        f.out[k] = y.shard(k).data.data();
+        f.count[k] = x.shard(k).data.size();
+      }
+      const cohort::distributed_buffer<float>& read_only = x;
+      cohort::multi_device_for_each(group, read_only, f);
+      std::vector<float> got(n), kept(n);
+      y.copy_to_host(got);
+      x.copy_to_host(kept);
+      group.synchronize();
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += !same(got[i], 2.0f * in[i] + 1.0f) + !same(kept[i], in[i]);
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("multi_device_for_each_n sees every global index exactly once") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t members : {1u, 2u, 3u, 4u}) {

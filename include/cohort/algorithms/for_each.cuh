@@ -1,6 +1,7 @@
 // cohort/algorithms/for_each.cuh — call a device function on every element, on every GPU.
 //
-//   // Element form: f(T&) on every element of a distributed buffer, on the device that owns it.
+//   // Element form: f(T&) on every element of a distributed buffer, on the device that owns it
+//   // (f(const T&) over a const buffer).
 //   cohort::multi_device_for_each(group, x, [] __device__(float& v) { v *= 2; });
 //
 //   // Index form: f(i) for every global index i in [0, n), split over the group.
@@ -66,20 +67,34 @@ void for_each_n(stream_ref stream, std::size_t n, F f) {
   detail::bulk(stream, n, 0, f, "cub::DeviceFor::Bulk (for_each_n)");
 }
 
-// f(element) for every element of `buffer`, each on the device that owns it.
-template <class T, class F>
-void multi_device_for_each(const device_group& group, distributed_buffer<T>& buffer, F f) {
-  const detail::nvtx_range range("multi_device_for_each", "%zu items, %zu members", buffer.size(),
-                                 group.size());
-  detail::require_buffer_of_group(buffer, group, "multi_device_for_each", "buffer");
-  detail::refuse_recorded_error("multi_device_for_each", group.device(0).get());
+namespace detail {
+
+// multi_device_for_each's body, for a buffer (or a const one, whose elements f gets as const T&).
+template <class T, class Buffer, class F>
+void for_each_element(const device_group& group, Buffer& buffer, F f) {
+  const nvtx_range range("multi_device_for_each", "%zu items, %zu members", buffer.size(),
+                         group.size());
+  require_buffer_of_group(buffer, group, "multi_device_for_each", "buffer");
+  refuse_recorded_error("multi_device_for_each", group.device(0).get());
   on_each_shard(buffer, [&](shard<T> s) {
-    const detail::nvtx_range part("multi_device_for_each", "member %zu: %zu items", s.rank,
-                                  s.data.size());
+    const nvtx_range part("multi_device_for_each", "member %zu: %zu items", s.rank, s.data.size());
     if (s.data.empty()) return;
     check_cuda(cub::DeviceFor::ForEachN(s.data.data(), s.data.size(), f, s.stream.native_handle()),
                "cub::DeviceFor::ForEachN (multi_device_for_each)", s.device.get());
   });
+}
+
+} // namespace detail
+
+// f(element) for every element of `buffer`, each on the device that owns it: f(T&), or
+// f(const T&) where the buffer is const (a pass that reads it and writes elsewhere).
+template <class T, class F>
+void multi_device_for_each(const device_group& group, distributed_buffer<T>& buffer, F f) {
+  detail::for_each_element<T>(group, buffer, f);
+}
+template <class T, class F>
+void multi_device_for_each(const device_group& group, const distributed_buffer<T>& buffer, F f) {
+  detail::for_each_element<const T>(group, buffer, f);
 }
 
 // f(i) for every global index i in [0, n), member k taking [split.offset(k), + split.count(k)).

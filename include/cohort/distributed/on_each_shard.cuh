@@ -40,11 +40,20 @@ void require_buffer_of_group(const distributed_buffer<T>& buffer, const Members&
 
 } // namespace detail
 
-// Calls `f(shard)` for every shard of `buffer` in rank order, each with its device current.
+// Calls `f(shard)` for every shard of `buffer` in rank order, each with its device current: a
+// `shard<T>`, or a `shard<const T>` for a const buffer.
 template <class T, class F>
 void on_each_shard(distributed_buffer<T>& buffer, F&& f) {
   for (std::size_t i = 0; i < buffer.shards(); ++i) {
     shard<T> s = buffer.shard(i);
+    scoped_device on(s.device);
+    f(s);
+  }
+}
+template <class T, class F>
+void on_each_shard(const distributed_buffer<T>& buffer, F&& f) {
+  for (std::size_t i = 0; i < buffer.shards(); ++i) {
+    shard<const T> s = buffer.shard(i);
     scoped_device on(s.device);
     f(s);
   }

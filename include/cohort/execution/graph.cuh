@@ -53,7 +53,7 @@ enum class capture_mode {
 class group_graph {
  public:
   template <class Work>
-  static group_graph capture(device_group& group, Work&& work,
+  static group_graph capture(const device_group& group, Work&& work,
                              capture_mode mode = capture_mode::global) {
     const detail::nvtx_range range("group_graph::capture", "%zu members", group.size());
     detail::members_of(group, "group_graph::capture");

@@ -311,23 +311,38 @@ p2p_handle<T> p2p_handle_for(const p2p_clique& peers, const std::vector<cuda::st
   return h;
 }
 
-// Rank `rank`'s handle to a distributed buffer over the clique's group, with equal shards (e.g.
-// partition::replicated).
-template <class T>
-p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buffer,
-                             std::size_t rank) {
+namespace detail {
+
+// The spans of a distributed buffer (`T` const for a const one) over the clique's group.
+template <class T, class Buffer>
+std::vector<cuda::std::span<T>> shards_over_clique(const p2p_clique& peers, Buffer& buffer) {
   std::vector<cuda::std::span<T>> spans;
   for (std::size_t i = 0; i < buffer.shards(); ++i) {
     const cohort::shard<T> s = buffer.shard(i);
     if (i < peers.size() && s.device != peers.device(i))
-      detail::throw_invalid_argument(
+      throw_invalid_argument(
           "p2p_handle_for", "buffer",
           "shard " + std::to_string(i) + " is on device " + std::to_string(s.device.get()) +
               ", member " + std::to_string(i) + " of the clique on device " +
               std::to_string(peers.device(i).get()) + ": make the buffer over the clique's group.");
     spans.push_back(s.data);
   }
-  return p2p_handle_for(peers, spans, rank);
+  return spans;
+}
+
+} // namespace detail
+
+// Rank `rank`'s handle to a distributed buffer over the clique's group, with equal shards (e.g.
+// partition::replicated); a const buffer gives a handle of const elements.
+template <class T>
+p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buffer,
+                             std::size_t rank) {
+  return p2p_handle_for(peers, detail::shards_over_clique<T>(peers, buffer), rank);
+}
+template <class T>
+p2p_handle<const T> p2p_handle_for(const p2p_clique& peers, const distributed_buffer<T>& buffer,
+                                   std::size_t rank) {
+  return p2p_handle_for(peers, detail::shards_over_clique<const T>(peers, buffer), rank);
 }
 
 // Launches `kernel` on every member of `peers`, on the clique's streams, with the arguments
