@@ -7,7 +7,7 @@
 # Usage: scripts/gpu_check.sh [--no-sanitizer] [--no-bench] [--sanitizer-timeout SECONDS]
 #          [--benchmarks "NAME..."] [--tools "memcheck racecheck synccheck initcheck"] [--cases DOCTEST-FILTER]
 #          [--exclude TEST-CASE-PATTERNS] [--one-gpu-pass] [--sanitizers-only] [--ncu] [--no-build]
-#          [--nccl-sockets] [--diagnose-two-threads] [--split-cases FILE [--jobs N]]
+#          [--nccl-sockets] [--diagnose-two-threads] [--diagnose-one-shot] [--split-cases FILE [--jobs N]]
 # --one-gpu-pass also runs the GPU test program and p2p_bench (to 64 MiB) with only GPU 0 visible,
 # so that multi-GPU tests run on emulated groups (onegpu.log).
 # --benchmarks picks programs of build/benchmarks; --tools picks sanitizer tools; --cases passes a
@@ -23,6 +23,10 @@
 # hardware queue) and =2 (few queues, so two threads' calls share them: the launch-order lock must
 # keep it going), 60 s each, then under memcheck with green contexts and, only if that fails,
 # without them, then its form without read-backs between calls, 150 s each.
+# --diagnose-one-shot looks for what makes p2p_test's first case hang under memcheck in one
+# process over the whole program (session 23; racecheck too), with a 60 s patience, into
+# one_shot.log: the [serial] cases then that case, natively and under memcheck; then under memcheck
+# the part-way-launch cases, the large-memory ones, and every case up to it (doctest's --last).
 # --no-build skips configuring and building: a later call on a warm machine reuses the build/ of
 # the call before (the working tree copied again may look newer to ninja and rebuild everything).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
@@ -49,6 +53,9 @@
 # one process (as --cases takes them; blank lines and # comments skipped), --jobs N at a time
 # (default 4: a racecheck process sorting 2^20+3 staged keys grew to about 24 GiB of host memory,
 # and 9 at once on the 128 GiB host lost 3 with no output, session 13; memory.log samples it).
+# scripts/sanitizer_pieces.txt splits the program in three, for memcheck and racecheck one process
+# after another (--jobs 1): over the whole program in one process both stopped running an emulated
+# member's kernel beside its peer's after enough earlier cases (session 23).
 # scripts/racecheck_staged_sorts.txt lists the largest comparator sorts, each too slow under
 # racecheck for one process with the rest: --sanitizers-only --no-build --tools racecheck
 # --split-cases scripts/racecheck_staged_sorts.txt --sanitizer-timeout 540.
@@ -73,7 +80,7 @@ benchmarks="for_each_bench nccl_bench p2p_bench" tools="memcheck racecheck syncc
 # and those named "(a load case)" trillions of calls;
 # the two-thread clique cases cannot run under the tools (see the sanitizer step below).
 exclude='*000 back-to-back*,*(a load case)*,*two threads*each with its own group*' one_gpu=0 tests=1 quick="" bench_args="" labels="" ncu=0
-targets="" build_only=0 no_build=0 nccl_sockets=0 diagnose=0 build_targets="" ctest_regex="" examples=""
+targets="" build_only=0 no_build=0 nccl_sockets=0 diagnose=0 one_shot=0 build_targets="" ctest_regex="" examples=""
 larger_sort="" parallel="" split_cases="" jobs=4
 
 while (($#)); do
@@ -95,6 +102,7 @@ while (($#)); do
     --no-build) no_build=1 ;;
     --nccl-sockets) nccl_sockets=1 ;;
     --diagnose-two-threads) diagnose=1 ;;
+    --diagnose-one-shot) one_shot=1 ;;
     --build) build_targets=$2; shift ;;
     --ctest-regex) ctest_regex=$2; shift ;;
     --examples) examples=$2; shift ;;
@@ -194,6 +202,31 @@ if ((diagnose)); then
     --error-exitcode 99 --report-api-errors no --kernel-name-exclude kns=ncclDevKernel \
     build/tests/gpu/gpu_tests --duration=true --test-case='two threads*read back only after*'
   grep -E "^-- |test cases:|waited|s: two threads|ERROR SUMMARY" "$out/diagnose.log"
+fi
+
+if ((one_shot)); then
+  first_p2p='p2p all_reduce sums float*'
+  memcheck=(compute-sanitizer --tool memcheck --error-exitcode 99 --report-api-errors no
+            --kernel-name-exclude kns=ncclDevKernel)
+  # one_shot NAME TIMEOUT [memcheck] DOCTEST-OPTIONS...: one process into one_shot.log.
+  one_shot() {
+    local name=$1 seconds=$2 tool=(); shift 2
+    [[ $1 == memcheck ]] && { tool=("${memcheck[@]}"); shift; }
+    echo "-- $name" >>"$out/one_shot.log"
+    step one_shot env COHORT_P2P_PATIENCE_MS=60000 COHORT_TEST_ROUNDS_DIVISOR=10 \
+      timeout "$seconds" ${tool[@]+"${tool[@]}"} build/tests/gpu/gpu_tests --duration=true "$@"
+  }
+  one_shot "natively: [serial] cases, then the first p2p case" 120 \
+    --source-file-exclude='*sort_test*' --test-case-exclude='*(a load case)*' \
+    --test-case="*[serial]*,$first_p2p"
+  one_shot "memcheck: [serial] cases, then the first p2p case" 150 memcheck \
+    --source-file-exclude='*sort_test*' --test-case-exclude='*(a load case)*' \
+    --test-case="*[serial]*,$first_p2p"
+  one_shot "memcheck: the part-way launches, then the first p2p case" 120 memcheck \
+    --test-case="*launch that fails part-way*,$first_p2p"
+  one_shot "memcheck: every case up to the first p2p case, as the whole pass" 200 memcheck \
+    --test-case-exclude="$exclude" --last=184
+  grep -E "^-- |test cases:|s: |never|ERROR SUMMARY|exit status" "$out/one_shot.log" | grep -vE "^0\.0"
 fi
 
 if ((ncu)); then
