@@ -470,8 +470,9 @@ TEST_CASE("blocks of a user's kernel may make different numbers of sync calls: l
 
 namespace {
 
-// Every rank sums every rank's element i of a const buffer (written before the kernel, on each
-// rank's stream: the first sync() waits until every rank's kernel, so every rank's copy, began).
+// Every rank sums every rank's element i of a const buffer, which each rank's stream copied in
+// before its kernel: a kernel starts after its stream's copy ends, so after the first sync()
+// every rank's copy is done and visible (device.cuh's memory ordering).
 __global__ void sum_of_const(p2p_handle<const int> x, p2p_handle<int> y) {
   auto s = x.session();
   s.sync();

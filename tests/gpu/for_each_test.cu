@@ -115,6 +115,7 @@ TEST_CASE("multi_device_for_each over a const buffer calls f(const T&) on every 
       x.copy_from_host(in);
       y.fill_bytes(cohort::testing::poison_byte);
       copy_scaled f;
+      REQUIRE(members <= copy_scaled::most);
       for (std::size_t k = 0; k < members; ++k) {
         f.in[k] = x.shard(k).data.data();
         f.out[k] = y.shard(k).data.data();

@@ -451,7 +451,7 @@ TEST_CASE(
     });
     x.local(0).copy_to(copy.local(1)); // member 0's shard into member 1's memory
   };
-  // A const group captures as well: capture only reads its members' streams.
+  // A const group captures as well: capture changes nothing in the group object.
   cohort::group_graph graph = cohort::group_graph::capture(std::as_const(group), step);
   std::size_t wrong = 0;
   for (int k = 1; k <= 200; ++k) {

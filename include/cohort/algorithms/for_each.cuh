@@ -87,7 +87,8 @@ void for_each_element(const device_group& group, Buffer& buffer, F f) {
 } // namespace detail
 
 // f(element) for every element of `buffer`, each on the device that owns it: f(T&), or
-// f(const T&) where the buffer is const (a pass that reads it and writes elsewhere).
+// f(const T&) where the buffer is const (a pass that reads it and writes elsewhere; an f that
+// takes T& does not compile there, failing inside CUB).
 template <class T, class F>
 void multi_device_for_each(const device_group& group, distributed_buffer<T>& buffer, F f) {
   detail::for_each_element<T>(group, buffer, f);

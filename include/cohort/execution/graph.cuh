@@ -114,6 +114,10 @@ class group_graph {
     return g;
   }
 
+  // The graph replays on the group's streams: a temporary group would be gone before the replay.
+  template <class Work>
+  static group_graph capture(device_group&&, Work&&, capture_mode = capture_mode::global) = delete;
+
   group_graph(group_graph&& other) noexcept
       : origin_(std::move(other.origin_))
       , streams_(std::move(other.streams_))

@@ -202,6 +202,7 @@ void all_reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<
 }
 template <class T, class Op>
 void all_reduce(communicator_ref comm, cuda::std::span<T> data, Op op, stream_ref stream) {
+  detail::require_writable<T>();
   all_reduce(comm, cuda::std::span<const T>(data), data, op, stream);
 }
 
@@ -249,6 +250,7 @@ void broadcast(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T
 }
 template <class T>
 void broadcast(communicator_ref comm, cuda::std::span<T> data, int root, stream_ref stream) {
+  detail::require_writable<T>();
   broadcast(comm, cuda::std::span<const T>(data), data, root, stream);
 }
 
@@ -317,7 +319,8 @@ void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref s
 }
 template <class T>
 void recv(communicator_ref comm, cuda::std::span<T> data, int peer, stream_ref stream) {
-  detail::require_movable<T>();
+  detail::require_writable<T>();
+  detail::require_movable<std::remove_const_t<T>>();
   const detail::nvtx_range range("recv", "nccl %zu B from rank %d, rank %d", data.size_bytes(),
                                  peer, comm.rank());
   detail::require_call(comm, stream, "recv");

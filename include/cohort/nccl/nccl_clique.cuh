@@ -64,6 +64,9 @@ class nccl_clique {
   communicator& rank(std::size_t i) {
     return detail::element_at(ranks_, i, "nccl_clique::rank", "ranks");
   }
+  const communicator& rank(std::size_t i) const {
+    return detail::element_at(ranks_, i, "nccl_clique::rank", "ranks");
+  }
 
   // New communicators from this clique's ranks: rank i joins the ranks with its `colors[i]`,
   // ordered by `keys[i]` (by rank where keys are not given), their calls as this clique's.

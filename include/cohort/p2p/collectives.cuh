@@ -344,6 +344,7 @@ std::pair<std::size_t, std::size_t> shard_counts(const p2p_clique& peers, const 
 template <class T, class Op>
 void all_reduce(p2p_clique& peers, const std::vector<cuda::std::span<T>>& data, Op op,
                 p2p_options options = {}) {
+  detail::require_writable<T>();
   detail::p2p::require_on_members(peers, data, "all_reduce (p2p)", "data");
   const std::size_t count = detail::p2p::common_size(data, "all_reduce (p2p)", "data");
   detail::p2p::all_reduce<T>(peers, detail::p2p::pointers<const T>(data),
@@ -490,6 +491,7 @@ void broadcast(p2p_clique& peers, distributed_buffer<T>& data, int root) {
 // The same over per-device spans, all the same size.
 template <class T>
 void broadcast(p2p_clique& peers, const std::vector<cuda::std::span<T>>& data, int root) {
+  detail::require_writable<T>();
   detail::p2p::require_on_members(peers, data, "broadcast (p2p)", "data");
   const std::size_t count = detail::p2p::common_size(data, "broadcast (p2p)", "data");
   detail::p2p::broadcast<T>(peers, detail::p2p::pointers<T>(data), count, root);

@@ -43,7 +43,9 @@
 // block wrote before sync() or signal(p) is visible to the threads of the same block of the peer
 // (every rank for sync, p for signal) after that block's matching sync() or wait(). Writes of
 // other blocks are ordered only by grid_sync(): what any block of any rank wrote before it is
-// visible to every block of every rank after it. Read data a peer wrote during the kernel through
+// visible to every block of every rank after it. What a rank's stream did before its kernel (a
+// copy into the buffer, an earlier kernel) counts as written before that kernel's first sync():
+// the kernel starts only after it. Read data a peer wrote during the kernel through
 // L2 (__ldcg, volatile or atomic loads): L1 is not coherent with other GPUs' stores; never __ldg
 // or `const __restrict__` (the read-only path).
 //
@@ -344,6 +346,10 @@ p2p_handle<const T> p2p_handle_for(const p2p_clique& peers, const distributed_bu
                                    std::size_t rank) {
   return p2p_handle_for(peers, detail::shards_over_clique<const T>(peers, buffer), rank);
 }
+// A handle outlives the expression that makes it: of a temporary buffer, it would point into
+// memory freed before the kernel runs.
+template <class T>
+void p2p_handle_for(const p2p_clique&, const distributed_buffer<T>&&, std::size_t) = delete;
 
 // Launches `kernel` on every member of `peers`, on the clique's streams, with the arguments
 // `args_of(rank)` returns (a tuple, its p2p_handles made by `peers` for that rank). Before a

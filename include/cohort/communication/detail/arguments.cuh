@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace cohort::detail {
 
@@ -77,6 +78,15 @@ inline void require_memory_of(device_ref device, const void* p, std::size_t byte
                                  "larger than the buffer it views.");
   }
   known[next++ % known.size()] = {p, bytes, device.get()};
+}
+
+// A call that writes a span's elements (an in-place collective, a broadcast, a recv) is refused
+// spans of const elements here, by name, rather than deep in the call.
+template <class T>
+constexpr void require_writable() {
+  static_assert(!std::is_const_v<T>,
+                "cohort: this call writes the elements (in place, a broadcast or a recv): pass "
+                "spans of non-const elements.");
 }
 
 // Out-of-place calls may not have buffers that partly overlap (the same start is in place).
