@@ -26,7 +26,7 @@
 # --diagnose-one-shot looks for what makes p2p_test's first case hang under memcheck in one
 # process over the whole program (session 23; racecheck too), with a 60 s patience, into
 # one_shot.log: the [serial] cases then that case, natively and under memcheck; then under memcheck
-# the part-way-launch cases, the large-memory ones, and every case up to it (doctest's --last).
+# the part-way-launch cases then that case, and every case up to it (doctest's --last).
 # --no-build skips configuring and building: a later call on a warm machine reuses the build/ of
 # the call before (the working tree copied again may look newer to ninja and rebuild everything).
 # --ncu runs Nsight Compute with NVTX filtering over the for_each tests and an example
@@ -208,23 +208,23 @@ if ((one_shot)); then
   first_p2p='p2p all_reduce sums float*'
   memcheck=(compute-sanitizer --tool memcheck --error-exitcode 99 --report-api-errors no
             --kernel-name-exclude kns=ncclDevKernel)
-  # one_shot NAME TIMEOUT [memcheck] DOCTEST-OPTIONS...: one process into one_shot.log.
-  one_shot() {
+  # one_shot_pass NAME TIMEOUT [memcheck] DOCTEST-OPTIONS...: one process into one_shot.log.
+  one_shot_pass() {
     local name=$1 seconds=$2 tool=(); shift 2
     [[ $1 == memcheck ]] && { tool=("${memcheck[@]}"); shift; }
     echo "-- $name" >>"$out/one_shot.log"
     step one_shot env COHORT_P2P_PATIENCE_MS=60000 COHORT_TEST_ROUNDS_DIVISOR=10 \
       timeout "$seconds" ${tool[@]+"${tool[@]}"} build/tests/gpu/gpu_tests --duration=true "$@"
   }
-  one_shot "natively: [serial] cases, then the first p2p case" 120 \
+  one_shot_pass "natively: [serial] cases, then the first p2p case" 120 \
     --source-file-exclude='*sort_test*' --test-case-exclude='*(a load case)*' \
     --test-case="*[serial]*,$first_p2p"
-  one_shot "memcheck: [serial] cases, then the first p2p case" 150 memcheck \
+  one_shot_pass "memcheck: [serial] cases, then the first p2p case" 150 memcheck \
     --source-file-exclude='*sort_test*' --test-case-exclude='*(a load case)*' \
     --test-case="*[serial]*,$first_p2p"
-  one_shot "memcheck: the part-way launches, then the first p2p case" 120 memcheck \
+  one_shot_pass "memcheck: the part-way launches, then the first p2p case" 120 memcheck \
     --test-case="*launch that fails part-way*,$first_p2p"
-  one_shot "memcheck: every case up to the first p2p case, as the whole pass" 200 memcheck \
+  one_shot_pass "memcheck: every case up to the first p2p case, as the whole pass" 200 memcheck \
     --test-case-exclude="$exclude" --last=184
   grep -E "^-- |test cases:|s: |never|ERROR SUMMARY|exit status" "$out/one_shot.log" | grep -vE "^0\.0"
 fi

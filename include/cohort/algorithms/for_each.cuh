@@ -70,13 +70,13 @@ void for_each_n(stream_ref stream, std::size_t n, F f) {
 namespace detail {
 
 // multi_device_for_each's body, for a buffer (or a const one, whose elements f gets as const T&).
-template <class T, class Buffer, class F>
+template <class Buffer, class F>
 void for_each_element(const device_group& group, Buffer& buffer, F f) {
   const nvtx_range range("multi_device_for_each", "%zu items, %zu members", buffer.size(),
                          group.size());
   require_buffer_of_group(buffer, group, "multi_device_for_each", "buffer");
   refuse_recorded_error("multi_device_for_each", group.device(0).get());
-  on_each_shard(buffer, [&](shard<T> s) {
+  on_each_shard(buffer, [&](const auto& s) {
     const nvtx_range part("multi_device_for_each", "member %zu: %zu items", s.rank, s.data.size());
     if (s.data.empty()) return;
     check_cuda(cub::DeviceFor::ForEachN(s.data.data(), s.data.size(), f, s.stream.native_handle()),
@@ -91,11 +91,11 @@ void for_each_element(const device_group& group, Buffer& buffer, F f) {
 // takes T& does not compile there, failing inside CUB).
 template <class T, class F>
 void multi_device_for_each(const device_group& group, distributed_buffer<T>& buffer, F f) {
-  detail::for_each_element<T>(group, buffer, f);
+  detail::for_each_element(group, buffer, f);
 }
 template <class T, class F>
 void multi_device_for_each(const device_group& group, const distributed_buffer<T>& buffer, F f) {
-  detail::for_each_element<const T>(group, buffer, f);
+  detail::for_each_element(group, buffer, f);
 }
 
 // f(i) for every global index i in [0, n), member k taking [split.offset(k), + split.count(k)).

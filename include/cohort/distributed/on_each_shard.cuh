@@ -38,25 +38,27 @@ void require_buffer_of_group(const distributed_buffer<T>& buffer, const Members&
                                  "'s stream: the buffer was made over another group.");
 }
 
+// on_each_shard's loop, for a buffer or a const one (whose shard(i) is a shard<const T>).
+template <class Buffer, class F>
+void each_shard(Buffer& buffer, F& f) {
+  for (std::size_t i = 0; i < buffer.shards(); ++i) {
+    auto s = buffer.shard(i); // not const: f may take its shard by reference
+    scoped_device on(s.device);
+    f(s);
+  }
+}
+
 } // namespace detail
 
 // Calls `f(shard)` for every shard of `buffer` in rank order, each with its device current: a
 // `shard<T>`, or a `shard<const T>` for a const buffer.
 template <class T, class F>
 void on_each_shard(distributed_buffer<T>& buffer, F&& f) {
-  for (std::size_t i = 0; i < buffer.shards(); ++i) {
-    shard<T> s = buffer.shard(i);
-    scoped_device on(s.device);
-    f(s);
-  }
+  detail::each_shard(buffer, f);
 }
 template <class T, class F>
 void on_each_shard(const distributed_buffer<T>& buffer, F&& f) {
-  for (std::size_t i = 0; i < buffer.shards(); ++i) {
-    shard<const T> s = buffer.shard(i);
-    scoped_device on(s.device);
-    f(s);
-  }
+  detail::each_shard(buffer, f);
 }
 
 } // namespace cohort

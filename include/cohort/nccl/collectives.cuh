@@ -320,7 +320,7 @@ void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref s
 template <class T>
 void recv(communicator_ref comm, cuda::std::span<T> data, int peer, stream_ref stream) {
   detail::require_writable<T>();
-  detail::require_movable<std::remove_const_t<T>>();
+  detail::require_movable<T>();
   const detail::nvtx_range range("recv", "nccl %zu B from rank %d, rank %d", data.size_bytes(),
                                  peer, comm.rank());
   detail::require_call(comm, stream, "recv");
