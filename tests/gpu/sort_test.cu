@@ -551,9 +551,11 @@ TEST_CASE(
 
   ballast taken;
   std::vector<std::vector<std::size_t>> plans; // each plan's scratch, as the sort asked for it
+  std::size_t free_at_last_plan = 0;
   cohort::detail::sort_tuning tuning;
   tuning.before_scratch = [&](const std::vector<std::size_t>& need) {
     plans.push_back(need);
+    free_at_last_plan = cohort::memory_info(cohort::device_ref{0}).free;
     if (taken.p != nullptr) return;
     // Leave half of the first plan's scratch (the sort on the devices: the keys again, and CUB's
     // storage): the staged sort's smaller blocks fit in it.
@@ -572,6 +574,9 @@ TEST_CASE(
   }
   REQUIRE(plans.size() >= 2);
   CHECK(plans.front()[0] >= n * sizeof(std::uint32_t)); // first on the device: the keys again
-  CHECK(plans.back()[0] <= plans.front()[0] / 2);       // last, staged, in what was left
+  // Last, staged, smaller, and within what was free when it was made. Not "at most half the
+  // first": under a sanitizer the driver's own use moves free memory by a few KiB (session 23).
+  CHECK(plans.back()[0] < plans.front()[0]);
+  CHECK(plans.back()[0] <= free_at_last_plan);
   CHECK(first_difference(read_back(one, k), expected) == n);
 }
