@@ -2,6 +2,7 @@
 // (session 23: a helper's compile matrix). Compiled only; the GPU tests run the same calls.
 #include <cohort/cohort.cuh>
 
+#include <type_traits>
 #include <utility>
 
 void read_only(const cohort::device_group& group, const cohort::distributed_buffer<float>& x,
@@ -11,6 +12,13 @@ void read_only(const cohort::device_group& group, const cohort::distributed_buff
   (void)cohort::p2p_handle_for(peers, x, 0);
   (void)cohort::group_graph::capture(group, [] {});
   cohort::all_reduce(peers, x, y, cohort::sum);
+  // A handle converts to one of const elements (as a span does), never back; and stays a plain
+  // kernel argument.
+  const cohort::p2p_handle<const float> reads = cohort::p2p_handle_for(peers, y, 0);
+  (void)reads;
+  static_assert(!std::is_convertible_v<cohort::p2p_handle<const float>, cohort::p2p_handle<float>>);
+  static_assert(!std::is_convertible_v<cohort::p2p_handle<float>, cohort::p2p_handle<const int>>);
+  static_assert(std::is_trivially_copyable_v<cohort::p2p_handle<const float>>);
 }
 
 #if COHORT_WITH_NCCL

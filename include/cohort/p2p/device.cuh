@@ -227,6 +227,16 @@ class p2p_handle {
   using element_type = T;
 
   p2p_handle() = default;
+  // A handle of const elements from one of the same elements, as span<T> converts to
+  // span<const T>: a kernel that only reads takes p2p_handle<const T> whichever buffer it is given.
+  template <class U>
+  requires(std::is_same_v<const U, T> && !std::is_const_v<U>) __host__ __device__
+      p2p_handle(const p2p_handle<U>& other)
+      : e_(other.e_)
+      , size_(other.size_) {
+    for (int r = 0; r < detail::p2p::max_ranks; ++r)
+      data_[r] = other.data_[r];
+  }
 
   __host__ __device__ int rank() const { return e_.rank; }
   __host__ __device__ int ranks() const { return e_.ranks; }
@@ -258,6 +268,8 @@ class p2p_handle {
   }
 
  private:
+  template <class U>
+  friend class p2p_handle;
   template <class U>
   friend p2p_handle<U> p2p_handle_for(const p2p_clique&, const std::vector<cuda::std::span<U>>&,
                                       std::size_t);
