@@ -9,6 +9,7 @@ void read_only(const cohort::device_group& group, const cohort::distributed_buff
                cohort::distributed_buffer<float>& y, cohort::p2p_clique& peers) {
   cohort::multi_device_for_each(group, x, [] __device__(const float&) {});
   cohort::on_each_shard(x, [](cohort::shard<const float>) {});
+  cohort::on_each_shard(y, [](cohort::shard<const float>) {}); // a shard converts to const
   (void)cohort::p2p_handle_for(peers, x, 0);
   (void)cohort::group_graph::capture(group, [] {});
   cohort::all_reduce(peers, x, y, cohort::sum);

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cohort {
@@ -43,6 +44,14 @@ struct shard {
   device_ref device;
   stream_ref stream;
   std::size_t rank = 0;
+
+  // The same shard with const elements, as span<T> converts to span<const T>: a function that
+  // only reads takes shard<const T> whichever buffer it is given.
+  // (A template: a plain operator shard<const T> would be declared in shard<const T> too.)
+  template <class U>
+  requires(std::is_same_v<U, const T> && !std::is_const_v<T>) operator shard<U>() const {
+    return {data, offset, device, stream, rank};
+  }
 };
 
 template <class T>

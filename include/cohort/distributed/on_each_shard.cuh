@@ -51,7 +51,7 @@ void each_shard(Buffer& buffer, F& f) {
 } // namespace detail
 
 // Calls `f(shard)` for every shard of `buffer` in rank order, each with its device current: a
-// `shard<T>`, or a `shard<const T>` for a const buffer.
+// `shard<T>`, or a `shard<const T>` for a const buffer (f may take a `shard<const T>` of either).
 template <class T, class F>
 void on_each_shard(distributed_buffer<T>& buffer, F&& f) {
   detail::each_shard(buffer, f);
