@@ -36,6 +36,9 @@
 #include "execution/sm_partition.cuh"
 
 #include "distributed/distributed_buffer.cuh"
+#include "distributed/distributed_view.cuh"
+#include "distributed/indices.cuh"
+#include "distributed/shard.cuh"
 #include "distributed/on_each_shard.cuh"
 
 #include "communication/launch_environment.cuh"

@@ -1,7 +1,7 @@
 // Error text: every exception names the call, the device (and rank) and what to do.
 #include "testing.cuh"
 
-#include <cohort/communication/detail/arguments.cuh>
+#include <cohort/detail/arguments.cuh>
 
 #include <doctest/doctest.h>
 

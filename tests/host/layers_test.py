@@ -3,7 +3,10 @@
 
 A header may include headers of its own folder (its detail/ folder counts as the folder) and of
 folders of a lower order; never a higher order, never a folder of the same order beside its own
-(p2p/ and nccl/ stand side by side), and the includes must form no cycle. The table rows read
+(p2p/ and nccl/ stand side by side), and the includes must form no cycle. The library-wide
+detail/ folder holds what several folders share: each of its headers stands at the layer of the
+highest folder it includes (directly or through other detail/ headers), and is held to the same
+rules from there. The table rows read
 `| order | `folder/` | ...`; root headers (cohort.cuh, version.cuh) stand above every layer.
 """
 import os
@@ -48,8 +51,21 @@ def check(include_dir, orders):
             rel = os.path.relpath(path, include_dir).replace(os.sep, "/")
             graph[rel] = includes_of(path, rel)
     top = max(orders.values(), default=0) + 1
+    shared = {}
+
+    def layer_of(rel, seen=()):
+        folder = folder_of(rel)
+        if folder != "detail":
+            return orders.get(folder, top)
+        if rel not in shared:
+            shared[rel] = max([layer_of(t, seen + (rel,)) for t in graph.get(rel, [])
+                               if t in graph and t not in seen] or [0])
+        return shared[rel]
+
     for rel, targets in sorted(graph.items()):
         folder = folder_of(rel)
+        if folder == "detail":
+            continue  # its layer is derived from what it includes: nothing to hold it to
         if folder and folder not in orders:
             problems.append(f"{rel}: folder '{folder}/' is not in the layer table of docs/design.md")
             continue
@@ -59,7 +75,12 @@ def check(include_dir, orders):
                 problems.append(f"{rel}: includes {target}, which does not exist")
                 continue
             theirs_folder = folder_of(target)
-            theirs = orders.get(theirs_folder, top)
+            theirs = layer_of(target)
+            if theirs_folder == "detail":
+                if theirs > mine:
+                    problems.append(f"{rel} (layer {mine}) includes {target}, which includes "
+                                    f"layer {theirs}: a layer may not include a higher one")
+                continue
             if theirs_folder == folder:
                 continue
             if theirs > mine:
@@ -99,11 +120,14 @@ def self_test():
         write("right/d.cuh")
         write("low/e.cuh", "f.cuh")
         write("low/f.cuh", "e.cuh")
+        write("detail/g.cuh", "../high/b.cuh")
+        write("low/h.cuh", "../detail/g.cuh")
         problems, _ = check(d, {"low": 1, "high": 2, "left": 3, "right": 3})
         text = "\n".join(problems)
         assert "may not include a higher one" in text, text
         assert "side by side" in text, text
         assert "include cycle" in text, text
+        assert "low/h.cuh (layer 1) includes detail/g.cuh" in text, text
 
 
 def main():

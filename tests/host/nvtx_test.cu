@@ -1,7 +1,7 @@
 // cohort's NVTX ranges with no tool attached: NVTX3 gives the domain a null handle, and a range
 // then formats nothing and calls nothing (what keeps them free on the host in for_each_bench's
 // host-overhead table). With a tool attached (ncu --nvtx, nsys), the domain exists.
-#include <cohort/devices/detail/nvtx.cuh>
+#include <cohort/detail/nvtx.cuh>
 
 #include <doctest/doctest.h>
 

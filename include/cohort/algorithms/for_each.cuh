@@ -18,7 +18,7 @@
 // by value. Order it after other streams' work with `group.fork(origin)`.
 #pragma once
 
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "../distributed/on_each_shard.cuh"
 #include "../execution/adaptive_balancer.cuh"
 #include "../execution/on_each.cuh"

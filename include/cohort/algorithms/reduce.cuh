@@ -32,14 +32,14 @@
 //   cohort::multi_device_reduce_into(group, x, 0, cuda::std::plus<>{}, wide);
 #pragma once
 
-#include "../communication/detail/narrow_floats.cuh"
+#include "../detail/narrow_floats.cuh"
 #include "../communication/operators.cuh"
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "../distributed/on_each_shard.cuh"
-#include "../execution/detail/one_capture.cuh"
+#include "../detail/one_capture.cuh"
 #include "../execution/launch.cuh"
 #include "../execution/on_each.cuh"
-#include "../memory/detail/peer_copy.cuh"
+#include "../detail/peer_copy.cuh"
 #include "pending.cuh"
 
 #include <cub/warp/warp_load.cuh>

@@ -49,13 +49,13 @@
 #pragma once
 
 #include "../communication/operators.cuh"
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
 #include "../distributed/on_each_shard.cuh"
-#include "../execution/detail/one_capture.cuh"
+#include "../detail/one_capture.cuh"
 #include "../execution/device_group.cuh"
 #include "../execution/launch.cuh"
-#include "../memory/detail/peer_copy.cuh"
+#include "../detail/peer_copy.cuh"
 #include "detail/scan.cuh"
 #include "detail/scratch.cuh"
 

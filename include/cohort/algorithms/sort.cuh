@@ -59,7 +59,7 @@
 // unspecified.
 #pragma once
 
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
 #include "../distributed/on_each_shard.cuh"
 #include "../execution/device_group.cuh"

@@ -9,7 +9,7 @@
 // This header needs no NCCL.
 #pragma once
 
-#include "detail/narrow_floats.cuh"
+#include "../detail/narrow_floats.cuh"
 
 #include <type_traits>
 

@@ -24,6 +24,8 @@
 #include "../execution/device_group.cuh"
 #include "../memory/device_buffer.cuh"
 #include "../partitioning/partition.cuh"
+#include "distributed_view.cuh"
+#include "shard.cuh"
 
 #include <cuda/std/span>
 
@@ -34,25 +36,6 @@
 #include <vector>
 
 namespace cohort {
-
-// What one member holds: its elements as a device span, where they sit in the global index space,
-// and the member's device, stream and position (rank) in the group.
-template <class T>
-struct shard {
-  cuda::std::span<T> data;
-  std::size_t offset = 0;
-  device_ref device;
-  stream_ref stream;
-  std::size_t rank = 0;
-
-  // The same shard with const elements, as span<T> converts to span<const T>: a function that
-  // only reads takes shard<const T> whichever buffer it is given.
-  // (A template: a plain operator shard<const T> would be declared in shard<const T> too.)
-  template <class U>
-  requires(std::is_same_v<U, const T> && !std::is_const_v<T>) operator shard<U>() const {
-    return {data, offset, device, stream, rank};
-  }
-};
 
 template <class T>
 class distributed_buffer {
@@ -83,8 +66,14 @@ class distributed_buffer {
   std::size_t shards() const noexcept { return shards_.size(); }
   const partition& split() const noexcept { return split_; }
 
-  cohort::shard<T> shard(std::size_t i) { return view<T>(i); }
-  cohort::shard<const T> shard(std::size_t i) const { return view<const T>(i); }
+  cohort::shard<T> shard(std::size_t i) { return shard_at<T>(i); }
+  cohort::shard<const T> shard(std::size_t i) const { return shard_at<const T>(i); }
+
+  // A non-owning view of the shards (what a buffer converts to where a view is taken).
+  distributed_view<T> view() { return make_view<T>(); }
+  distributed_view<const T> view() const { return make_view<const T>(); }
+  operator distributed_view<T>() { return view(); }
+  operator distributed_view<const T>() const { return view(); }
 
   // The buffer of member i (to pass to code that takes a device_buffer).
   device_buffer<T>& local(std::size_t i) {
@@ -119,7 +108,16 @@ class distributed_buffer {
 
  private:
   template <class U>
-  cohort::shard<U> view(std::size_t i) const {
+  distributed_view<U> make_view() const {
+    std::vector<cohort::shard<U>> shards;
+    shards.reserve(shards_.size());
+    for (std::size_t i = 0; i < shards_.size(); ++i)
+      shards.push_back(shard_at<U>(i));
+    return distributed_view<U>(split_, std::move(shards));
+  }
+
+  template <class U>
+  cohort::shard<U> shard_at(std::size_t i) const {
     const device_buffer<T>& b =
         detail::element_at(shards_, i, "distributed_buffer::shard", "shards");
     return cohort::shard<U>{cuda::std::span<U>(const_cast<T*>(b.data()), b.size()),

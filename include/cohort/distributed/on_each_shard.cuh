@@ -1,5 +1,5 @@
 // cohort/distributed/on_each_shard.cuh — call a host function once per shard of a distributed
-// buffer, with the shard's device current.
+// buffer or view, with the shard's device current.
 //
 //   cohort::on_each_shard(buffer, [&](cohort::shard<float> s) {
 //     cohort::launch(s.stream, {blocks, 256}, scale, s.data, s.offset);
@@ -19,23 +19,22 @@ namespace cohort {
 
 namespace detail {
 
-// A distributed buffer belongs to a group when shard i lives on member i's stream. `Members` is a
-// device_group, or anything that answers size() and stream(i) as one does (a p2p_clique).
-template <class T, class Members>
-void require_buffer_of_group(const distributed_buffer<T>& buffer, const Members& group,
+// A distributed buffer or view belongs to a group when shard i lives on member i's stream.
+// `Members` is a device_group, or anything that answers size() and stream(i) as one does (a
+// p2p_clique).
+template <class Range, class Members>
+void require_buffer_of_group(const Range& buffer, const Members& group,
                              std::string_view function, std::string_view argument) {
   if constexpr (std::is_same_v<Members, device_group>) members_of(group, function);
-  if (buffer.shards() != group.size())
-    throw_invalid_argument(function, argument,
-                           "has " + std::to_string(buffer.shards()) +
-                               " shards but the group has " + std::to_string(group.size()) +
-                               " members; make the buffer over this group.");
+  require_argument(buffer.shards() == group.size(), function, argument, [&] {
+    return "has " + std::to_string(buffer.shards()) + " shards but the group has " +
+           std::to_string(group.size()) + " members; make it over this group.";
+  });
   for (std::size_t i = 0; i < group.size(); ++i)
-    if (!(buffer.shard(i).stream == group.stream(i)))
-      throw_invalid_argument(function, argument,
-                             "shard " + std::to_string(i) +
-                                 " is not on member " + std::to_string(i) +
-                                 "'s stream: the buffer was made over another group.");
+    require_argument(buffer.shard(i).stream == group.stream(i), function, argument, [&] {
+      return "shard " + std::to_string(i) + " is not on member " + std::to_string(i) +
+             "'s stream: it was made over another group.";
+    });
 }
 
 // on_each_shard's loop, for a buffer or a const one (whose shard(i) is a shard<const T>).
@@ -52,6 +51,7 @@ void each_shard(Buffer& buffer, F& f) {
 
 // Calls `f(shard)` for every shard of `buffer` in rank order, each with its device current: a
 // `shard<T>`, or a `shard<const T>` for a const buffer (f may take a `shard<const T>` of either).
+// A view's shards are shard<T> (const or not, as its T).
 template <class T, class F>
 void on_each_shard(distributed_buffer<T>& buffer, F&& f) {
   detail::each_shard(buffer, f);
@@ -59,6 +59,10 @@ void on_each_shard(distributed_buffer<T>& buffer, F&& f) {
 template <class T, class F>
 void on_each_shard(const distributed_buffer<T>& buffer, F&& f) {
   detail::each_shard(buffer, f);
+}
+template <class T, class F>
+void on_each_shard(const distributed_view<T>& view, F&& f) {
+  detail::each_shard(view, f);
 }
 
 } // namespace cohort

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace cohort::detail {
 
@@ -32,6 +33,18 @@ inline void require_argument(bool condition, std::string_view function, std::str
                              std::string_view problem) {
   if (!condition) [[unlikely]]
     throw_invalid_argument(function, argument, problem);
+}
+
+// The same with a problem that needs formatting: `problem()` returns the text, and runs only when
+// the check fails, so a passing check costs no string work.
+//   require_argument(a.size() == b.size(), "f", "b",
+//                    [&] { return "has " + std::to_string(b.size()) + " elements."; });
+template <class Problem>
+  requires std::is_invocable_r_v<std::string, Problem&>
+void require_argument(bool condition, std::string_view function, std::string_view argument,
+                      Problem&& problem) {
+  if (!condition) [[unlikely]]
+    throw_invalid_argument(function, argument, problem());
 }
 
 // items[i], or std::out_of_range naming `function` and what `items` holds: an accessor's index.

@@ -27,7 +27,7 @@
 // The group (its streams) must outlive the pipeline; it is used from the group's host thread.
 #pragma once
 
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "../devices/scoped_device.cuh"
 #include "../errors/argument_error.cuh"
 #include "../streams/event.cuh"

@@ -25,7 +25,7 @@
 // A group is used from one host thread at a time.
 #pragma once
 
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "../devices/device_ref.cuh"
 #include "../devices/topology.cuh"
 #include "../errors/argument_error.cuh"

@@ -23,7 +23,7 @@
 // buffers, cliques), must outlive the graph; the graph may be destroyed while a replay runs.
 #pragma once
 
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "../devices/scoped_device.cuh"
 #include "../errors/argument_error.cuh"
 #include "../errors/cuda_error.cuh"

@@ -14,12 +14,12 @@
 //   s.synchronize();
 #pragma once
 
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "../devices/scoped_device.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream_ref.cuh"
 #include "bitwise_copyable.cuh"
-#include "detail/peer_copy.cuh"
+#include "../detail/peer_copy.cuh"
 
 #include <cuda/std/span>
 

@@ -22,8 +22,8 @@
 // communicator's are refused (std::invalid_argument), before anything is enqueued.
 #pragma once
 
-#include "../communication/detail/arguments.cuh"
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/arguments.cuh"
+#include "../detail/nvtx.cuh"
 #include "../memory/bitwise_copyable.cuh"
 #include "communicator.cuh"
 #include "traits.cuh"

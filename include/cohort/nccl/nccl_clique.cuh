@@ -15,11 +15,11 @@
 // so does any clique's collective whose members' streams are not all in one capture.
 #pragma once
 
-#include "../communication/detail/arguments.cuh"
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/arguments.cuh"
+#include "../detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
 #include "../errors/argument_error.cuh"
-#include "../execution/detail/one_capture.cuh"
+#include "../detail/one_capture.cuh"
 #include "../execution/on_each.cuh"
 #include "collectives.cuh"
 

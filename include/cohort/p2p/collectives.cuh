@@ -31,9 +31,9 @@
 // with both overloads); one that does not fails to compile with a message that says so.
 #pragma once
 
-#include "../communication/detail/arguments.cuh"
+#include "../detail/arguments.cuh"
 #include "../communication/operators.cuh"
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "detail/launch.cuh"
 #include "p2p_clique.cuh"
 

@@ -55,8 +55,8 @@
 // 256 blocks, and grid_sync() without a cooperative launch, are refused in every build.
 #pragma once
 
-#include "../communication/detail/arguments.cuh"
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/arguments.cuh"
+#include "../detail/nvtx.cuh"
 #include "../distributed/distributed_buffer.cuh"
 #include "../errors/argument_error.cuh"
 #include "../execution/launch.cuh"

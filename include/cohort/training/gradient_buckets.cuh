@@ -48,11 +48,11 @@
 // anything is enqueued.
 #pragma once
 
-#include "../communication/detail/arguments.cuh"
+#include "../detail/arguments.cuh"
 #include "../communication/operators.cuh"
-#include "../devices/detail/nvtx.cuh"
+#include "../detail/nvtx.cuh"
 #include "../errors/argument_error.cuh"
-#include "../execution/detail/one_capture.cuh"
+#include "../detail/one_capture.cuh"
 #include "../p2p/collectives.cuh"
 #include "../p2p/p2p_clique.cuh"
 #include "../streams/event.cuh"

@@ -2,7 +2,7 @@
 // scans write through, and the one-thread kernels that hand each member's carry to the next.
 #pragma once
 
-#include "../../communication/detail/narrow_floats.cuh"
+#include "../../detail/narrow_floats.cuh"
 #include "../../execution/launch.cuh"
 
 #include <cuda/functional>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "../../execution/detail/launch_order.cuh"
-#include "../../execution/detail/one_capture.cuh"
+#include "../../detail/one_capture.cuh"
 #include "../../execution/launch.cuh"
 #include "../p2p_clique.cuh"
 #include "kernels.cuh"

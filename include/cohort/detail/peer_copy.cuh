@@ -1,4 +1,4 @@
-// cohort/memory/detail/peer_copy.cuh — copies between two GPUs' stream-ordered (pool) memory.
+// cohort/detail/peer_copy.cuh — copies between two GPUs' stream-ordered (pool) memory.
 //
 // Memory from cudaMallocAsync is mapped only into the devices its pool's access list names (its
 // own, and those `enable_peer_access` added): cudaMemcpyAsync between two devices' pool memory
@@ -9,10 +9,10 @@
 // own allocations take their pool's access list as it stands when they are captured).
 #pragma once
 
-#include "../../devices/device_ref.cuh"
-#include "../../devices/scoped_device.cuh"
-#include "../../errors/cuda_error.cuh"
-#include "../../streams/stream_ref.cuh"
+#include "../devices/device_ref.cuh"
+#include "../devices/scoped_device.cuh"
+#include "../errors/cuda_error.cuh"
+#include "../streams/stream_ref.cuh"
 
 #include <cuda_runtime_api.h>
 

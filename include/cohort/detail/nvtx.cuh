@@ -1,4 +1,4 @@
-// cohort/devices/detail/nvtx.cuh — NVTX ranges in the domain `cohort`, one per operation that
+// cohort/detail/nvtx.cuh — NVTX ranges in the domain `cohort`, one per operation that
 // enqueues work, so that Nsight Systems shows cohort's calls on the timeline and Nsight Compute
 // (`ncu --nvtx --nvtx-include ...`) can profile the kernels of one call. NVTX3 ships with the
 // CUDA toolkit and is header-only.

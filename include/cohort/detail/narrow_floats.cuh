@@ -1,4 +1,4 @@
-// cohort/communication/detail/narrow_floats.cuh — half, bfloat16 and the fp8 types: which they
+// cohort/detail/narrow_floats.cuh — half, bfloat16 and the fp8 types: which they
 // are, and conversions between them and other arithmetic types that go through CUDA's intrinsics.
 //
 // PyTorch extensions compile out these types' operators and implicit conversions

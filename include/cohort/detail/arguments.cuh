@@ -1,11 +1,11 @@
-// cohort/communication/detail/arguments.cuh — argument checks shared by the NCCL and peer-to-peer
+// cohort/detail/arguments.cuh — argument checks shared by the NCCL and peer-to-peer
 // collectives (no NCCL needed).
 #pragma once
 
-#include "../../devices/device_ref.cuh"
-#include "../../distributed/on_each_shard.cuh"
-#include "../../errors/argument_error.cuh"
-#include "../../errors/cuda_error.cuh"
+#include "../devices/device_ref.cuh"
+#include "../distributed/on_each_shard.cuh"
+#include "../errors/argument_error.cuh"
+#include "../errors/cuda_error.cuh"
 
 #include <array>
 #include <cstddef>

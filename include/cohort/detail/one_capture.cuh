@@ -1,11 +1,11 @@
-// cohort/execution/detail/one_capture.cuh — the check, for calls whose work on several streams
+// cohort/detail/one_capture.cuh — the check, for calls whose work on several streams
 // waits across them, that the streams are all in one capture or all outside any: otherwise part
 // of the call would run now and part only when a graph is launched, each waiting for the other.
 #pragma once
 
-#include "../../devices/scoped_device.cuh"
-#include "../../errors/cuda_error.cuh"
-#include "../../streams/stream_ref.cuh"
+#include "../devices/scoped_device.cuh"
+#include "../errors/cuda_error.cuh"
+#include "../streams/stream_ref.cuh"
 
 #include <cuda_runtime_api.h>
 
