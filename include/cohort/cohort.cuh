@@ -25,6 +25,7 @@
 
 #include "memory/bitwise_copyable.cuh"
 #include "memory/device_buffer.cuh"
+#include "memory/memory_resource.cuh"
 
 #include "execution/adaptive_balancer.cuh"
 #include "execution/capability.cuh"

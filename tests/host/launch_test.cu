@@ -71,10 +71,6 @@ TEST_CASE("every_gpu_or_emulated refuses an empty group, and says so where no GP
 TEST_CASE("a stream with no handle is refused by every call that takes one, before any CUDA call") {
   cudaStream_t none = nullptr; // a variable: stream_ref(device, nullptr) does not compile
   const cohort::stream_ref empty(cohort::device_ref{0}, none);
-  // cudaStreamLegacy names the same stream.
-  CHECK_THROWS_WITH_AS(cohort::launch(cohort::stream_ref(cohort::device_ref{0}, cudaStreamLegacy),
-                                      {.grid = 1, .block = 32}, never_runs, nullptr, 1),
-                       doctest::Contains("legacy default stream"), std::invalid_argument);
   const char* remedy = "pass the stream it was moved into";
   CHECK_THROWS_WITH_AS(cohort::launch(empty, {.grid = 1, .block = 32}, never_runs, nullptr, 1),
                        doctest::Contains("cohort::launch: argument 'stream': has no CUDA stream"),
@@ -109,4 +105,40 @@ TEST_CASE("a stream with no handle is refused by every call that takes one, befo
       CHECK(contains(e.what(), remedy));
     }
   }
+}
+
+// The default streams, named with their device, pass the check that refuses an empty handle: the
+// launch goes on to CUDA (which, without a GPU, fails as a cuda_error, not as a bad argument).
+TEST_CASE("the default streams are taken where they are named with their device") {
+  const cohort::device_ref d{0};
+  cudaStream_t none = nullptr;
+  CHECK(cohort::stream_ref::legacy_default(d).native_handle() == cudaStreamLegacy);
+  CHECK(cohort::stream_ref::per_thread_default(d).native_handle() == cudaStreamPerThread);
+  CHECK(cohort::stream_ref::borrow(d, none).native_handle() == cudaStreamLegacy);
+  CHECK(cohort::stream_ref::borrow(d, none).is_default());
+  CHECK(cohort::stream_ref::legacy_default(d).device() == d);
+  for (const cohort::stream_ref s :
+       {cohort::stream_ref::legacy_default(d), cohort::stream_ref::per_thread_default(d),
+        cohort::stream_ref(d, cudaStreamLegacy)}) {
+    CHECK_NOTHROW(cohort::detail::require_stream(s, "test"));
+    if (cohort::device_count() == 0)
+      CHECK_THROWS_AS(cohort::launch(s, {.grid = 1, .block = 32}, never_runs, nullptr, 1),
+                      cohort::cuda_error);
+  }
+  // Without its device a default stream is refused: it belongs to whichever device is current.
+  CHECK_THROWS_WITH_AS((void)cohort::stream_ref(cudaStreamLegacy),
+                       doctest::Contains("stream_ref::legacy_default(device)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)cohort::stream_ref(cudaStreamPerThread),
+                       doctest::Contains("is a default stream"), std::invalid_argument);
+  // A group over borrowed streams refuses an empty handle by its position, before any CUDA call.
+  CHECK_THROWS_WITH_AS(
+      cohort::device_group(std::vector<cohort::stream_ref>{cohort::stream_ref::legacy_default(d),
+                                                           cohort::stream_ref(d, none)}),
+      doctest::Contains("cohort::device_group: argument 'streams': stream 1 has no "
+                        "CUDA stream"),
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::device_group(std::vector<cohort::stream_ref>{}),
+                       doctest::Contains("argument 'streams': the list is empty"),
+                       std::invalid_argument);
 }

@@ -1,7 +1,8 @@
 // cohort/distributed/distributed_buffer.cuh — one array of n elements spread over a device group.
 //
 // Member i of the group holds the contiguous shard [offset(i), offset(i) + count(i)) of the global
-// index space, as a `device_buffer` allocated on the member's stream. The split is a `partition`
+// index space, as a `device_buffer` allocated on the member's stream from the group's memory
+// resource (device_group::set_memory_resource). The split is a `partition`
 // (even by default). Each shard's pointer can be used by the other members' kernels once peer
 // access is enabled between them (`device_group::enable_peer_access`). The buffer must not
 // outlive its group: each shard is freed on its member's stream. Copies to and from ordinary
@@ -59,7 +60,7 @@ class distributed_buffer {
     shards_.reserve(group.size());
     // If a later shard fails to allocate, the vector's destructor frees the earlier ones.
     for (std::size_t i = 0; i < group.size(); ++i)
-      shards_.emplace_back(split_.count(i), group.stream(i));
+      shards_.emplace_back(split_.count(i), group.stream(i), group.memory_resource(i));
   }
 
   std::size_t size() const noexcept { return split_.size(); }

@@ -64,8 +64,7 @@ class distributed_view {
 
   // The same memory with const elements, as span<T> converts to span<const T>.
   template <class U>
-    requires(std::is_same_v<U, const T> && !std::is_const_v<T>)
-  operator distributed_view<U>() const {
+  requires(std::is_same_v<U, const T> && !std::is_const_v<T>) operator distributed_view<U>() const {
     std::vector<cohort::shard<U>> shards(shards_.begin(), shards_.end());
     return distributed_view<U>(split_, std::move(shards));
   }
@@ -81,8 +80,7 @@ class distributed_view {
       : split_(std::move(split))
       , shards_(std::move(shards)) {}
 
-  static partition counts_of(const device_group& group,
-                             std::span<const cuda::std::span<T>> spans) {
+  static partition counts_of(const device_group& group, std::span<const cuda::std::span<T>> spans) {
     const std::size_t members = detail::members_of(group, "distributed_view");
     detail::require_argument(spans.size() == members, "distributed_view", "spans", [&] {
       return "has " + std::to_string(spans.size()) + " spans but the group has " +
@@ -104,7 +102,8 @@ class distributed_view {
     cudaPointerAttributes attributes{};
     const cudaError_t status = cudaPointerGetAttributes(&attributes, span.data());
     if (status != cudaSuccess) [[unlikely]]
-      throw cuda_error(status, "cudaPointerGetAttributes (distributed_view)", group.device(i).get());
+      throw cuda_error(status, "cudaPointerGetAttributes (distributed_view)",
+                       group.device(i).get());
     const bool managed = attributes.type == cudaMemoryTypeManaged;
     const bool on_member =
         attributes.type == cudaMemoryTypeDevice && attributes.device == group.device(i).get();
@@ -139,7 +138,6 @@ using range_element_t = typename decltype(std::declval<R&>().shard(0).data)::ele
 
 // A range whose elements can be written through `R`.
 template <class R>
-concept writable_distributed_range =
-    distributed_range<R> && !std::is_const_v<range_element_t<R>>;
+concept writable_distributed_range = distributed_range<R> && !std::is_const_v<range_element_t<R>>;
 
 } // namespace cohort

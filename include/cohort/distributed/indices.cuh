@@ -40,21 +40,24 @@ class index_range {
   // The balancer that splits this range, or null.
   adaptive_balancer* balancer() const noexcept { return balancer_; }
 
+  // The partition this range was given, or null (split by a balancer, or evenly).
+  const partition* given_split() const noexcept { return split_ ? &*split_ : nullptr; }
+
   // Member k's share for a call over `group`: the given split (checked against the group and n),
   // the balancer's next one (which orders moved ranges and refuses capture), or the even one.
-  // `function` names the caller in errors.
-  partition split_for(const device_group& group, std::string_view function) const {
+  // `function` names the caller in errors, and `argument` this range.
+  partition split_for(const device_group& group, std::string_view function,
+                      std::string_view argument = "input") const {
     const std::size_t members = detail::members_of(group, function);
-    if (balancer_ != nullptr) return balancer_->next_split(group, n_, function, "input");
+    if (balancer_ != nullptr) return balancer_->next_split(group, n_, function, argument);
     if (!split_) return partition::even(n_, members);
-    detail::require_argument(split_->parts() == members && split_->size() == n_, function,
-                             "input", [&] {
-                               return "is split in " + std::to_string(split_->parts()) +
-                                      " parts covering " + std::to_string(split_->size()) +
-                                      " items; the group has " + std::to_string(members) +
-                                      " members and the range " + std::to_string(n_) +
-                                      " items: give one part per member covering n.";
-                             });
+    detail::require_argument(
+        split_->parts() == members && split_->size() == n_, function, argument, [&] {
+          return "is split in " + std::to_string(split_->parts()) + " parts covering " +
+                 std::to_string(split_->size()) + " items; the group has " +
+                 std::to_string(members) + " members and the range " + std::to_string(n_) +
+                 " items: give one part per member covering n.";
+        });
     return *split_;
   }
 
@@ -65,7 +68,9 @@ class index_range {
 };
 
 // [0, n) split evenly, by `split`, or by `balancer` (which must outlive the calls).
-inline index_range indices(std::size_t n) noexcept { return index_range(n); }
+inline index_range indices(std::size_t n) noexcept {
+  return index_range(n);
+}
 inline index_range indices(std::size_t n, partition split) {
   return index_range(n, std::move(split));
 }

@@ -23,8 +23,8 @@ namespace detail {
 // `Members` is a device_group, or anything that answers size() and stream(i) as one does (a
 // p2p_clique).
 template <class Range, class Members>
-void require_buffer_of_group(const Range& buffer, const Members& group,
-                             std::string_view function, std::string_view argument) {
+void require_buffer_of_group(const Range& buffer, const Members& group, std::string_view function,
+                             std::string_view argument) {
   if constexpr (std::is_same_v<Members, device_group>) members_of(group, function);
   require_argument(buffer.shards() == group.size(), function, argument, [&] {
     return "has " + std::to_string(buffer.shards()) + " shards but the group has " +

@@ -18,7 +18,8 @@
 
 namespace cohort::detail {
 
-[[noreturn]] inline void throw_invalid_argument(std::string_view function, std::string_view argument,
+[[noreturn]] inline void throw_invalid_argument(std::string_view function,
+                                                std::string_view argument,
                                                 std::string_view problem) {
   std::string text = "cohort::";
   text += function;
@@ -40,7 +41,7 @@ inline void require_argument(bool condition, std::string_view function, std::str
 //   require_argument(a.size() == b.size(), "f", "b",
 //                    [&] { return "has " + std::to_string(b.size()) + " elements."; });
 template <class Problem>
-  requires std::is_invocable_r_v<std::string, Problem&>
+requires std::is_invocable_r_v<std::string, Problem&>
 void require_argument(bool condition, std::string_view function, std::string_view argument,
                       Problem&& problem) {
   if (!condition) [[unlikely]]

@@ -22,6 +22,11 @@
 //
 //   auto anywhere = cohort::device_group::every_gpu_or_emulated(2);
 //
+// A group can also run on streams the caller owns, one per member on distinct devices (cohort
+// never destroys them):
+//
+//   cohort::device_group theirs({cohort::stream_ref::borrow(cohort::device_ref{0}, handle)});
+//
 // A group is used from one host thread at a time.
 #pragma once
 
@@ -29,8 +34,11 @@
 #include "../devices/device_ref.cuh"
 #include "../devices/topology.cuh"
 #include "../errors/argument_error.cuh"
+#include "../memory/detail/tracking_resource.cuh"
+#include "../memory/memory_resource.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
+#include "detail/group_arguments.cuh"
 #include "sm_partition.cuh"
 
 #include <algorithm>
@@ -38,6 +46,7 @@
 #include <concepts>
 #include <cstddef>
 #include <initializer_list>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -51,24 +60,26 @@ class device_group {
   // range and a device listed twice.
   explicit device_group(const std::vector<device_ref>& devices)
       : devices_(devices) {
-    detail::require_argument(!devices.empty(), "device_group", "devices",
-                             "the list is empty; a group needs at least one device.");
-    for (std::size_t i = 0; i < devices.size(); ++i) {
-      for (std::size_t j = 0; j < i; ++j)
-        if (devices[j] == devices[i])
-          detail::throw_invalid_argument(
-              "device_group", "devices",
-              "device " + std::to_string(devices[i].get()) + " is listed twice (positions " +
-                  std::to_string(j) + " and " + std::to_string(i) +
-                  "). Use cohort::device_group::emulated(device, n) to run several logical "
-                  "devices on one GPU.");
-    }
-    for (device_ref d : devices)
-      detail::require_valid_device(d, "device_group", "devices");
+    detail::require_distinct(devices_, "devices");
     make_streams_and_events();
   }
   device_group(std::initializer_list<device_ref> devices)
       : device_group(std::vector<device_ref>(devices)) {}
+
+  // A group over streams the caller owns (borrowed: cohort never destroys them), one per member,
+  // each on a distinct device: torch's current stream on each GPU, say, or a default stream named
+  // with its device (stream_ref::legacy_default). A stream that is not on the device it was named
+  // with is refused, naming the member; so is an empty handle.
+  explicit device_group(const std::vector<stream_ref>& streams)
+      : devices_(detail::devices_of(streams))
+      , stream_refs_(streams) {
+    detail::require_distinct(devices_, "streams");
+    for (std::size_t i = 0; i < streams.size(); ++i)
+      detail::require_on_its_device(streams[i], i);
+    for (device_ref d : devices_)
+      member_events_.emplace_back(d);
+    make_memory();
+  }
 
   // `n` logical devices on the one physical `device`, each with its own stream and, where green
   // contexts exist (`sm_partitioning_available`), an equal share of its SMs of its own.
@@ -129,17 +140,21 @@ class device_group {
     if (this == &other) return *this;
     origin_events_.clear();
     member_events_.clear();
+    stream_refs_.clear();
     streams_.clear();
     sm_shares_.clear();
+    memory_ = std::move(other.memory_);
     devices_ = std::move(other.devices_);
     emulated_ = other.emulated_;
     sm_shares_ = std::move(other.sm_shares_);
     streams_ = std::move(other.streams_);
+    stream_refs_ = std::move(other.stream_refs_);
     member_events_ = std::move(other.member_events_);
     origin_events_ = std::move(other.origin_events_);
     // Left with no members (what members_of tests), whatever the vectors' moves leave behind.
     other.origin_events_.clear();
     other.member_events_.clear();
+    other.stream_refs_.clear();
     other.streams_.clear();
     other.sm_shares_.clear();
     other.devices_.clear();
@@ -179,9 +194,37 @@ class device_group {
     return detail::element_at(devices_, i, "device_group::device", "members");
   }
   stream_ref stream(std::size_t i) const {
-    return detail::element_at(streams_, i, "device_group::stream", "members");
+    return detail::element_at(stream_refs_, i, "device_group::stream", "members");
   }
+  // True when the members' streams are the caller's (made with the streams constructor).
+  bool borrows_streams() const noexcept { return streams_.empty() && !stream_refs_.empty(); }
   const std::vector<device_ref>& devices() const noexcept { return devices_; }
+
+  // Where cohort's device memory for member `i` comes from (buffers over the group, the scratch
+  // of its algorithms and cliques): the group's memory resource, counted per member.
+  memory_resource_ref memory_resource(std::size_t i) const {
+    detail::element_at(devices_, i, "device_group::memory_resource", "members");
+    return memory_[i];
+  }
+  // From now on every member allocates from `resource` (which must outlive the group's memory).
+  // Refused (std::logic_error) while cohort holds memory through the group: it goes back to the
+  // resource it came from.
+  void set_memory_resource(memory_resource_ref resource) {
+    for (std::size_t i = 0; i < size(); ++i)
+      if (memory_[i].usage().bytes != 0)
+        throw std::logic_error("cohort::device_group::set_memory_resource: member " +
+                               std::to_string(i) + " still holds " +
+                               std::to_string(memory_[i].usage().bytes) +
+                               " bytes from the current resource; set the resource before "
+                               "making buffers over the group, or after they are gone.");
+    for (std::size_t i = 0; i < size(); ++i)
+      memory_[i].set_upstream(resource);
+  }
+  // The device memory cohort holds through member `i` now, and the most it held at once.
+  memory_usage memory_held(std::size_t i) const {
+    detail::element_at(devices_, i, "device_group::memory_held", "members");
+    return memory_[i].usage();
+  }
 
   // Work enqueued on the members' streams from now on waits for what is already on `origin`.
   void fork(stream_ref origin) {
@@ -190,7 +233,7 @@ class device_group {
     detail::require_stream(origin, "device_group::fork", "origin");
     event_ref mark = origin_event(origin.device());
     mark.record(origin);
-    for (const cohort::stream& s : streams_)
+    for (stream_ref s : stream_refs_)
       s.wait(mark);
   }
 
@@ -200,7 +243,7 @@ class device_group {
                                    origin.device().get());
     detail::require_stream(origin, "device_group::join", "origin");
     for (std::size_t i = 0; i < size(); ++i) {
-      member_events_[i].record(streams_[i]);
+      member_events_[i].record(stream_refs_[i]);
       origin.wait(member_events_[i]);
     }
   }
@@ -247,6 +290,14 @@ class device_group {
         streams_.emplace_back(devices_[i]);
       member_events_.emplace_back(devices_[i]);
     }
+    stream_refs_.assign(streams_.begin(), streams_.end());
+    make_memory();
+  }
+
+  void make_memory() {
+    memory_ = std::make_unique<detail::tracking_resource[]>(size());
+    for (std::size_t i = 0; i < size(); ++i)
+      memory_[i].bind(devices_[i]);
   }
 
   // One reusable event per origin device: re-recording it after the waits were enqueued is safe,
@@ -262,36 +313,13 @@ class device_group {
   bool emulated_ = false;
   // Declared before the streams so that streams made from a share are destroyed first.
   std::vector<detail::sm_share> sm_shares_;
-  std::vector<cohort::stream> streams_;
+  std::vector<cohort::stream> streams_; // the members' streams where the group made them
+  std::vector<stream_ref> stream_refs_; // every member's stream, made or borrowed
   std::vector<cohort::event> member_events_;
   std::vector<cohort::event> origin_events_;
+  // One per member, at a fixed address: buffers refer to it until they are freed.
+  std::unique_ptr<detail::tracking_resource[]> memory_;
 };
-
-namespace detail {
-
-// A group moved from has no members (a group made has at least one): the calls that take a group
-// check this first, so that the error names them, not a partition or a vector's index.
-inline std::size_t members_of(const device_group& group, std::string_view function,
-                              std::string_view argument = "group") {
-  if (group.size() == 0)
-    throw_invalid_argument(function, argument,
-                           "has no members: it was moved from. Use the group it was moved into.");
-  return group.size();
-}
-
-// Refuses, naming `function`, work that cannot be captured when any member's stream is being
-// captured into a graph; nothing is enqueued. `instead` says what to use.
-inline void refuse_capture(const device_group& group, std::string_view function,
-                           std::string_view why, std::string_view instead) {
-  for (std::size_t i = 0; i < group.size(); ++i)
-    if (group.stream(i).is_capturing())
-      throw std::logic_error("cohort::" + std::string(function) + ": member " + std::to_string(i) +
-                             "'s stream (device " + std::to_string(group.device(i).get()) +
-                             ") is being captured into a CUDA graph, and " + std::string(why) +
-                             ". Nothing was enqueued. " + std::string(instead));
-}
-
-} // namespace detail
 
 // Every member checked first: a capturing member k is refused before members 0..k-1 are waited
 // for.
@@ -299,7 +327,7 @@ inline void device_group::synchronize() const {
   detail::refuse_capture(*this, "device_group::synchronize",
                          "nothing runs until the graph is launched",
                          "Synchronize after the capture ends.");
-  for (const cohort::stream& s : streams_)
+  for (stream_ref s : stream_refs_)
     s.synchronize();
 }
 

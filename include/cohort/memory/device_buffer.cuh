@@ -1,13 +1,15 @@
 // cohort/memory/device_buffer.cuh — uninitialized device memory that remembers its device and
 // stream.
 //
-// Allocated stream-ordered (cudaMallocAsync) on the stream it is given, freed on that stream under
-// that stream's device, whatever device is current. Move-only. The stream must outlive the
-// buffer. Copies are enqueued on the buffer's stream and return at once: keep host memory alive
+// Allocated stream-ordered on the stream it is given, from a memory resource (memory_resource.cuh:
+// the device's stream-ordered pool unless another is given), and given back on that stream under
+// that stream's device, whatever device is current. Move-only. The stream and the resource must
+// outlive the buffer. Copies are enqueued on the buffer's stream and return at once: keep host memory alive
 // and synchronize the stream before reading what a copy wrote.
 //
 //   cohort::stream s(cohort::device_ref{0});
 //   cohort::device_buffer<float> x(n, s);
+//   cohort::device_buffer<float> y(n, s, cohort::default_memory_resource());  // the same pool
 //   x.copy_from_host(host_x);               // std::span<const float>, size n
 //   cohort::launch(s, {.grid = g, .block = b}, my_kernel, x.data(), x.size());
 //   x.copy_to_host(host_x);
@@ -15,11 +17,12 @@
 #pragma once
 
 #include "../detail/nvtx.cuh"
+#include "../detail/peer_copy.cuh"
 #include "../devices/scoped_device.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream_ref.cuh"
 #include "bitwise_copyable.cuh"
-#include "../detail/peer_copy.cuh"
+#include "memory_resource.cuh"
 
 #include <cuda/std/span>
 
@@ -42,11 +45,17 @@ class device_buffer {
   static_assert(!std::is_const_v<T> && !std::is_volatile_v<T>,
                 "cohort::device_buffer<T> needs an unqualified T.");
 
-public:
+ public:
   using value_type = T;
 
-  // `count` uninitialized elements on `stream`'s device, allocated in `stream`'s order.
-  device_buffer(std::size_t count, stream_ref stream) : stream_(stream), size_(count) {
+  // `count` uninitialized elements on `stream`'s device, allocated in `stream`'s order from
+  // `resource`. Out of memory (a resource that returns null) is a cuda_error
+  // (cudaErrorMemoryAllocation) with the bytes asked and free; what a resource throws propagates.
+  device_buffer(std::size_t count, stream_ref stream,
+                memory_resource_ref resource = default_memory_resource())
+      : stream_(stream)
+      , resource_(resource)
+      , size_(count) {
     detail::require_stream(stream, "device_buffer");
     if (count > std::numeric_limits<std::size_t>::max() / sizeof(T))
       detail::throw_invalid_argument("device_buffer", "count",
@@ -55,25 +64,17 @@ public:
                                          " bytes overflow the address space.");
     detail::require_valid_device(stream.device(), "device_buffer", "stream");
     if (count == 0) return;
-    scoped_device on(stream.device());
-    void* p = nullptr;
-    cudaError_t status = cudaMallocAsync(&p, size_bytes(), stream.native_handle());
-    if (status == cudaErrorMemoryAllocation) {
-      ignore_cuda_error(status);
-      std::size_t free = 0, total = 0;
-      ignore_cuda_error(cudaMemGetInfo(&free, &total));
-      throw cuda_error(status, "cudaMallocAsync", stream.device().get(),
-                       std::source_location::current(),
-                       "Asked for " + std::to_string(size_bytes()) + " bytes; " +
-                           std::to_string(free) + " of " + std::to_string(total) +
-                           " bytes are free on the device.");
+    void* p = resource_.allocate(size_bytes(), alignment, stream);
+    if (p == nullptr) {
+      size_ = 0;
+      throw_out_of_memory(count * sizeof(T), stream.device());
     }
-    check_cuda(status, "cudaMallocAsync", stream.device().get());
     data_ = static_cast<T*>(p);
   }
 
   device_buffer(device_buffer&& other) noexcept
       : stream_(other.stream_)
+      , resource_(other.resource_)
       , data_(std::exchange(other.data_, nullptr))
       , size_(std::exchange(other.size_, 0))
       , mark_(other.mark_.exchange(nullptr)) {}
@@ -81,6 +82,7 @@ public:
     if (this != &other) {
       free();
       stream_ = other.stream_;
+      resource_ = other.resource_;
       data_ = std::exchange(other.data_, nullptr);
       size_ = std::exchange(other.size_, 0);
       mark_.store(other.mark_.exchange(nullptr));
@@ -98,6 +100,8 @@ public:
   bool empty() const noexcept { return size_ == 0; }
   device_ref device() const noexcept { return stream_.device(); }
   stream_ref stream() const noexcept { return stream_; }
+  // Where the memory came from, and goes back to.
+  memory_resource_ref resource() const noexcept { return resource_; }
 
   // A span usable in device code (libcu++'s cuda::std::span).
   cuda::std::span<T> span() noexcept { return {data_, size_}; }
@@ -178,20 +182,36 @@ public:
                "cudaMemsetAsync", device().get());
   }
 
-  // Gives up ownership: the caller frees the returned pointer (cudaFreeAsync on stream()).
+  // Gives up ownership: the caller gives the returned pointer back
+  // (resource().deallocate(p, size_bytes, 256, stream()), read both before the call).
   T* release() noexcept {
     size_ = 0;
     return std::exchange(data_, nullptr);
   }
 
-private:
+ private:
+  // What cudaMalloc guarantees, and what CUB and vector loads assume.
+  static constexpr std::size_t alignment = 256;
+
+  [[noreturn]] static void throw_out_of_memory(std::size_t bytes, device_ref device) {
+    std::size_t free = 0, total = 0;
+    {
+      scoped_device on(device);
+      ignore_cuda_error(cudaMemGetInfo(&free, &total));
+    }
+    throw cuda_error(cudaErrorMemoryAllocation, "device_buffer (memory resource)", device.get(),
+                     std::source_location::current(),
+                     "Asked for " + std::to_string(bytes) + " bytes; " + std::to_string(free) +
+                         " of " + std::to_string(total) + " bytes are free on the device.");
+  }
+
   void require_same_size(std::size_t other, std::string_view function,
                          std::string_view argument) const {
     if (other != size_)
       detail::throw_invalid_argument(
           std::string("device_buffer::") + std::string(function), argument,
-          "has " + std::to_string(other) + " elements but the buffer has " +
-              std::to_string(size_) + "; sizes must match.");
+          "has " + std::to_string(other) + " elements but the buffer has " + std::to_string(size_) +
+              "; sizes must match.");
   }
 
   // Whether the copy on `stream` is captured (`stream` is, or joins `joined`'s capture, when
@@ -242,16 +262,13 @@ private:
   void free() noexcept {
     if (cudaEvent_t mark = mark_.exchange(nullptr)) destroy_event(mark);
     if (data_ == nullptr) return;
-    try {
-      scoped_device on(device());
-      ignore_cuda_error(cudaFreeAsync(data_, stream_.native_handle()));
-    } catch (...) { // scoped_device can throw only when the device is gone; nothing to free then
-    }
+    resource_.deallocate(data_, size_bytes(), alignment, stream_); // never throws
     data_ = nullptr;
     size_ = 0;
   }
 
   stream_ref stream_;
+  memory_resource_ref resource_;
   T* data_ = nullptr;
   std::size_t size_ = 0;
   mutable std::atomic<cudaEvent_t> mark_{nullptr};

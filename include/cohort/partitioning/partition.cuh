@@ -51,25 +51,31 @@ class partition {
     for (double w : weights)
       total += static_cast<long double>(w) / top;
     std::vector<std::size_t> counts(weights.size());
-    std::vector<std::pair<long double, std::size_t>> remainders(weights.size());
+    // Not std::pair nor std::floor: both are constexpr, which nvcc's --expt-relaxed-constexpr
+    // (PyTorch's default) compiles for the device too, warning that long double is double there.
+    struct remainder {
+      long double value;
+      std::size_t part;
+    };
+    std::vector<remainder> remainders(weights.size());
     unsigned __int128 given = 0; // can pass 2^64 - 1 by a rounding when n is near it
     for (std::size_t d = 0; d < weights.size(); ++d) {
       // long double keeps n past 2^53 nearly exact; what rounding leaves is settled below.
       const long double exact =
           static_cast<long double>(n) * (static_cast<long double>(weights[d]) / top) / total;
       counts[d] =
-          exact >= static_cast<long double>(n) ? n : static_cast<std::size_t>(std::floor(exact));
+          exact >= static_cast<long double>(n) ? n : static_cast<std::size_t>(floorl(exact));
       remainders[d] = {exact - static_cast<long double>(counts[d]), d};
       given += counts[d];
     }
     // Hand the leftover items to the largest remainders (ties to the lower position); where
     // rounding gave out too many (n near 2^64), take them back from the smallest.
     std::stable_sort(remainders.begin(), remainders.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first; });
+                     [](const remainder& a, const remainder& b) { return a.value > b.value; });
     for (std::size_t k = 0; given < n; ++k, ++given)
-      ++counts[remainders[k % remainders.size()].second];
+      ++counts[remainders[k % remainders.size()].part];
     for (std::size_t k = 0; given > n; ++k) {
-      std::size_t& c = counts[remainders[remainders.size() - 1 - k % remainders.size()].second];
+      std::size_t& c = counts[remainders[remainders.size() - 1 - k % remainders.size()].part];
       if (c == 0) continue;
       --c;
       --given;
