@@ -24,3 +24,7 @@ foreach(step IN ITEMS configure build run)
     message(FATAL_ERROR "consumer (${WAY}): ${step} failed (${rc})")
   endif()
 endforeach()
+# The program checks its own result: it must say so, and (above) exit 0.
+if(NOT out MATCHES "consumer ok")
+  message(FATAL_ERROR "consumer (${WAY}): the program did not print 'consumer ok'")
+endif()
