@@ -39,6 +39,7 @@
 #include "distributed/distributed_buffer.cuh"
 #include "distributed/distributed_view.cuh"
 #include "distributed/indices.cuh"
+#include "distributed/managed_buffer.cuh"
 #include "distributed/shard.cuh"
 #include "distributed/on_each_shard.cuh"
 

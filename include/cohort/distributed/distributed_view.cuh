@@ -32,6 +32,8 @@ namespace cohort {
 
 template <class T>
 class distributed_buffer;
+template <class T>
+class managed_buffer;
 
 template <class T>
 class distributed_view {
@@ -74,6 +76,8 @@ class distributed_view {
   friend class distributed_view;
   template <class>
   friend class distributed_buffer;
+  template <class>
+  friend class managed_buffer;
 
   // For buffers and const conversions: shards already checked.
   distributed_view(partition split, std::vector<cohort::shard<T>> shards)
