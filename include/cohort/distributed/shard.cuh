@@ -1,4 +1,11 @@
 // cohort/distributed/shard.cuh — what one member of a group holds of a distributed array.
+//
+// A shard is a device span with where it sits in the global index space and the member's device,
+// stream and rank: what a kernel of yours needs to work on one member's part.
+//
+//   cohort::shard<float> s = x.shard(1);
+//   cohort::launch(s.stream, {.grid = 132, .block = 256}, scale, s.data, s.offset);
+//   cohort::shard<const float> readonly = s;                 // as span<T> to span<const T>
 #pragma once
 
 #include "../devices/device_ref.cuh"

@@ -13,7 +13,7 @@
 // allocation made through it); memory comes back on the stream it was allocated on, after the
 // work enqueued there. A resource that returns null is reported as out of memory.
 //
-//   struct counting_pool {                                  // a resource of the caller's
+//   struct counting_pool { // a resource of the caller's
 //     void* allocate_async(std::size_t bytes, std::size_t, cuda::stream_ref s) {
 //       void* p = nullptr;
 //       cudaMallocAsync(&p, bytes, s.get());
@@ -23,6 +23,7 @@
 //       cudaFreeAsync(p, s.get());
 //     }
 //   };
+//
 //   counting_pool pool;
 //   cohort::device_buffer<float> x(1000, stream, pool);     // allocated through `pool`
 //   cohort::set_release_threshold(cohort::device_ref{0}, std::size_t(1) << 30);

@@ -10,6 +10,7 @@
 //   void scale(cohort::stream_ref s, float* x, std::size_t n) {
 //     cohort::launch(s, {.grid = blocks, .block = 256}, scale_kernel, x, n);
 //   }
+//
 //   auto legacy = cohort::stream_ref::legacy_default(cohort::device_ref{0});
 //   auto mine = cohort::stream_ref::per_thread_default(cohort::device_ref{0});
 //   // A handle from another library, where null means the legacy default stream (PyTorch's

@@ -3,3 +3,4 @@
 
 __global__ void scale_kernel(float*, std::size_t) {}
 constexpr unsigned blocks = 64;
+#define COHORT_SNIPPET_PARAMETERS cudaStream_t handle
