@@ -18,5 +18,5 @@ int main() {
   auto group = cohort::device_group::emulated(cohort::device_ref{0}, 2);
   cohort::distributed_buffer<wide> x(group, 16);
   cohort::device_result<wide> r(group);
-  cohort::multi_device_reduce_into(group, x, wide{}, add_wide{}, r);
+  cohort::multi_device_reduce(group, x, wide{}, add_wide{}, r);
 }

@@ -53,10 +53,10 @@ void work_on(const cohort::device_group& group) {
   cohort::distributed_buffer<int> x(group, n);
   x.fill_bytes(0);
   int* p = x.shard(0).data.data();
-  cohort::multi_device_for_each_n(group, x.shard(0).data.size(), add_index{p});
+  cohort::multi_device_for_each(group, cohort::indices(x.shard(0).data.size()), add_index{p});
   const long long sum = cohort::multi_device_reduce(group, x, 0LL, cuda::std::plus<>{}).wait();
   cohort::device_result<long long> on_device(group);
-  cohort::multi_device_reduce_into(group, x, 0LL, cuda::std::plus<>{}, on_device);
+  cohort::multi_device_reduce(group, x, 0LL, cuda::std::plus<>{}, on_device);
   CHECK(on_device.get() == sum);
   const long long m = static_cast<long long>(x.shard(0).data.size()); // indices 0..m-1 summed
   CHECK(sum == m * (m - 1) / 2);

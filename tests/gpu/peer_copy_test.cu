@@ -142,7 +142,7 @@ TEST_CASE("copies between two GPUs' buffers, partials and carries need no peer a
     const cuda::std::plus<long long> plus;
     CHECK(cohort::multi_device_reduce(group, x, 7LL, plus).wait() == 7 + host_sum(input));
     cohort::device_result<long long> total(group);
-    cohort::multi_device_reduce_into(group, x, -3LL, plus, total);
+    cohort::multi_device_reduce(group, x, -3LL, plus, total);
     CHECK(total.get() == -3 + host_sum(input));
     y.fill_bytes(cohort::testing::poison_byte);
     cohort::multi_device_inclusive_scan(group, x, y, plus);
@@ -171,7 +171,7 @@ TEST_CASE("a copy between two GPUs captured without peer access is refused by na
   const std::string on_target = refused([&] { a.copy_to(b, group.stream(1)); });
   const std::string ordered = refused([&] { a.copy_to(b); });
   const std::string reduce =
-      refused([&] { cohort::multi_device_reduce_into(group, x, 0LL, plus, total); });
+      refused([&] { cohort::multi_device_reduce(group, x, 0LL, plus, total); });
   const std::string scan = refused([&] { cohort::multi_device_inclusive_scan(group, x, y, plus); });
   CAPTURE(copy);
   CAPTURE(on_target);
@@ -182,7 +182,7 @@ TEST_CASE("a copy between two GPUs captured without peer access is refused by na
   CHECK(copy.find("enable_peer_access") != std::string::npos);
   CHECK(on_target.find("between device 1 and device 0") != std::string::npos);
   CHECK(ordered.find("device_buffer::copy_to") != std::string::npos);
-  CHECK(reduce.find("multi_device_reduce_into") != std::string::npos);
+  CHECK(reduce.find("multi_device_reduce") != std::string::npos);
   CHECK(reduce.find("member 1") != std::string::npos);
   CHECK(scan.find("multi_device_inclusive_scan") != std::string::npos);
   CHECK(scan.find("member 0") != std::string::npos);
@@ -201,7 +201,7 @@ TEST_CASE("a copy between two GPUs captured without peer access is refused by na
     auto graph = cohort::group_graph::capture(group, [&] {
       a.copy_to(b);
       a.copy_to(c, group.stream(1)); // on the target's device
-      cohort::multi_device_reduce_into(group, x, 5LL, plus, total);
+      cohort::multi_device_reduce(group, x, 5LL, plus, total);
       cohort::multi_device_inclusive_scan(group, x, y, plus);
     });
     graph.launch();

@@ -1,7 +1,8 @@
 // Multi-device reductions against host references (in double), on groups of 1 to 5, for sizes 0,
 // 1, primes and fewer items than members; init counts once; user types and operators; order kept
-// for non-commutative operators; the device-result form captured into a graph and replayed; the
-// pending form refused under capture.
+// for non-commutative operators; buffers, views of the user's memory and index ranges (split
+// evenly, by a partition or by a balancer); the device-result form captured into a graph and
+// replayed; the pending form refused under capture.
 #include "kernels.cuh"
 #include "testing.cuh"
 
@@ -14,9 +15,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace {
 
@@ -116,7 +121,7 @@ void check_same(const ordered& got, const ordered& expected) {
   }
 }
 
-std::vector<long long> indices(std::size_t n) {
+std::vector<long long> index_values(std::size_t n) {
   std::vector<long long> v(n);
   for (std::size_t i = 0; i < n; ++i)
     v[i] = static_cast<long long>(i);
@@ -279,12 +284,12 @@ TEST_CASE("argmax over an index range finds the first largest value") {
     s.synchronize();
     group.enable_peer_access();
     const float* v = values.data();
-    auto r =
-        cohort::multi_device_transform_reduce_n(group, n, indexed{-1.0f, -1}, arg_max{},
-                                                [=] __device__(std::size_t i) {
-                                                  return indexed{v[i], static_cast<long long>(i)};
-                                                })
-            .wait();
+    auto r = cohort::multi_device_transform_reduce(
+                 group, cohort::indices(n), indexed{-1.0f, -1}, arg_max{},
+                 [=] __device__(std::size_t i) {
+                   return indexed{v[i], static_cast<long long>(i)};
+                 })
+                 .wait();
     std::size_t best = 0;
     for (std::size_t i = 1; i < n; ++i)
       if (in[i] > in[best]) best = i;
@@ -297,19 +302,19 @@ TEST_CASE("reductions keep order for an associative, non-commutative operator") 
   COHORT_SKIP_UNLESS_GPUS(1);
   for_groups_and_sizes(
       {1u, 2u, 3u, 5u}, order_sizes, [&](const cohort::device_group& group, std::size_t n) {
-        const ordered expected = fold_on_host(indices(n));
+        const ordered expected = fold_on_host(index_values(n));
         // The index form: the issue saw last = 767 instead of 1008 for n = 1009 on one member.
-        check_same(cohort::multi_device_transform_reduce_n(group, n, order_init, fold_in_order{},
-                                                           lift_index{})
+        check_same(cohort::multi_device_transform_reduce(group, cohort::indices(n), order_init,
+                                                         fold_in_order{}, lift_index{})
                        .wait(),
                    expected);
         // The same with an uneven split, so that the members' ranges differ in size.
         if (group.size() > 1 && n > group.size()) {
           std::vector<double> weights(group.size(), 1.0);
           weights.back() = 5.0;
-          check_same(cohort::multi_device_transform_reduce_n(
-                         group, n, order_init, fold_in_order{}, lift_index{},
-                         cohort::partition::weighted(n, weights))
+          check_same(cohort::multi_device_transform_reduce(
+                         group, cohort::indices(n, cohort::partition::weighted(n, weights)),
+                         order_init, fold_in_order{}, lift_index{})
                          .wait(),
                      expected);
         }
@@ -385,29 +390,27 @@ TEST_CASE("a bad buffer is reported as the error of the reduction the user calle
   auto three = cohort::testing::group_of(3);
   cohort::distributed_buffer<int> other(three, 10);
   CHECK_THROWS_WITH_AS(cohort::multi_device_reduce(group, other, 0, cuda::std::plus<>{}),
-                       doctest::Contains("cohort::multi_device_reduce: argument 'buffer'"),
+                       doctest::Contains("cohort::multi_device_reduce: argument 'input'"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(
       cohort::multi_device_transform_reduce(group, other, 0, cuda::std::plus<>{}, same_int{}),
-      doctest::Contains("cohort::multi_device_transform_reduce: argument 'buffer'"),
+      doctest::Contains("cohort::multi_device_transform_reduce: argument 'input'"),
       std::invalid_argument);
   cohort::device_result<int> result(group);
-  CHECK_THROWS_WITH_AS(
-      cohort::multi_device_reduce_into(group, other, 0, cuda::std::plus<>{}, result),
-      doctest::Contains("cohort::multi_device_reduce_into: argument 'buffer'"),
-      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::multi_device_reduce(group, other, 0, cuda::std::plus<>{}, result),
+                       doctest::Contains("cohort::multi_device_reduce: argument 'input'"),
+                       std::invalid_argument);
   cohort::device_result<int> of_three(three);
   cohort::distributed_buffer<int> mine(group, 10);
   mine.fill_bytes(0);
-  CHECK_THROWS_WITH_AS(
-      cohort::multi_device_reduce_into(group, mine, 0, cuda::std::plus<>{}, of_three),
-      doctest::Contains("cohort::multi_device_reduce_into: argument 'result'"),
-      std::invalid_argument);
-  CHECK_THROWS_WITH_AS(
-      cohort::multi_device_transform_reduce_n(group, 10, 0, cuda::std::plus<>{}, index_as_int{},
-                                              cohort::partition::even(10, 3)),
-      doctest::Contains("cohort::multi_device_transform_reduce_n: argument 'split'"),
-      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::multi_device_reduce(group, mine, 0, cuda::std::plus<>{}, of_three),
+                       doctest::Contains("cohort::multi_device_reduce: argument 'result'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::multi_device_transform_reduce(
+                           group, cohort::indices(10, cohort::partition::even(10, 3)), 0,
+                           cuda::std::plus<>{}, index_as_int{}),
+                       doctest::Contains("cohort::multi_device_transform_reduce: argument 'input'"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("the device-result form keeps order and its value on member 0") {
@@ -416,13 +419,13 @@ TEST_CASE("the device-result form keeps order and its value on member 0") {
       {1u, 3u}, order_sizes, [&](const cohort::device_group& group, std::size_t n) {
         cohort::device_result<ordered> result(group);
         CHECK(result.device() == group.device(0));
-        cohort::multi_device_transform_reduce_n_into(group, n, order_init, fold_in_order{},
-                                                     lift_index{}, result);
-        check_same(result.get(), fold_on_host(indices(n)));
+        cohort::multi_device_transform_reduce(group, cohort::indices(n), order_init,
+                                              fold_in_order{}, lift_index{}, result);
+        check_same(result.get(), fold_on_host(index_values(n)));
         // Again into the same result: back-to-back calls are ordered on the group's streams.
-        cohort::multi_device_transform_reduce_n_into(group, n / 2, order_init, fold_in_order{},
-                                                     lift_index{}, result);
-        check_same(result.get(), fold_on_host(indices(n / 2)));
+        cohort::multi_device_transform_reduce(group, cohort::indices(n / 2), order_init,
+                                              fold_in_order{}, lift_index{}, result);
+        check_same(result.get(), fold_on_host(index_values(n / 2)));
       });
 }
 
@@ -465,14 +468,14 @@ TEST_CASE("a captured device-result reduction replays 100 times over changing in
     // Loads the kernels, and makes the group's cached fork event, outside the capture.
     x.fill_bytes(0);
     group.fork(origin);
-    cohort::multi_device_transform_reduce_into(group, x, order_init, fold_in_order{}, lift_value,
-                                               result);
+    cohort::multi_device_transform_reduce(group, x, order_init, fold_in_order{}, lift_value,
+                                          result);
     group.join(origin);
     origin.synchronize();
 
     cudaGraph_t graph = capture(group, origin, [&] {
-      cohort::multi_device_transform_reduce_into(group, x, order_init, fold_in_order{}, lift_value,
-                                                 result);
+      cohort::multi_device_transform_reduce(group, x, order_init, fold_in_order{}, lift_value,
+                                            result);
     });
     cudaGraphExec_t replay = nullptr;
     REQUIRE(cudaGraphInstantiate(&replay, graph, 0) == cudaSuccess);
@@ -520,12 +523,12 @@ TEST_CASE("the pending form refuses capture, naming the call, with nothing enque
     } catch (const std::logic_error& e) {
       what = e.what();
     }
-    CHECK_THROWS_AS(
-        cohort::multi_device_transform_reduce_n(group, 10, 0, cuda::std::plus<>{}, index_as_int{}),
-        std::logic_error);
+    CHECK_THROWS_AS(cohort::multi_device_transform_reduce(group, cohort::indices(10), 0,
+                                                          cuda::std::plus<>{}, index_as_int{}),
+                    std::logic_error);
   });
   CHECK(what.find("cohort::multi_device_reduce:") != std::string::npos);
-  CHECK(what.find("multi_device_reduce_into") != std::string::npos);
+  CHECK(what.find("cohort::device_result<T>&") != std::string::npos);
   CHECK(node_count(graph) == bare_nodes);
   CHECK(cudaGraphDestroy(graph) == cudaSuccess);
   // Nothing broke: the same call outside a capture works.
@@ -639,12 +642,13 @@ TEST_CASE("a reduction that runs out of memory leaves nothing queued that writes
                                          "written after it returned");
 }
 
-// A `_into` reduction that fails at member 2 (a failure injected where a launch could fail) after
+// A device-result reduction that fails at member 2 (a failure injected where a launch could fail) after
 // member 1 queued its part behind 200 ms of other work: the next reduction into the same result,
 // over a buffer in which member 1 has no items, relies on member 1's slot being cleared. Before
 // the failure path ordered member 0's stream after every member's, member 1's late copy landed
 // after that clearing: 2000 + 1000 (stale) + 2000.
-TEST_CASE("a _into reduction that fails part-way leaves nothing queued that changes the next one") {
+TEST_CASE("a device-result reduction that fails part-way leaves nothing queued that changes the "
+          "next one") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::device_group::emulated(cohort::device_ref{0}, 3);
   cohort::distributed_buffer<int> ones(group, 3000);
@@ -652,7 +656,7 @@ TEST_CASE("a _into reduction that fails part-way leaves nothing queued that chan
   ones.copy_from_host(std::vector<int>(3000, 1));
   twos.copy_from_host(std::vector<int>(2000, 2));
   cohort::device_result<int> result(group);
-  cohort::multi_device_reduce_into(group, ones, 0, cuda::std::plus<>{}, result); // loads kernels
+  cohort::multi_device_reduce(group, ones, 0, cuda::std::plus<>{}, result); // loads kernels
   CHECK(result.get() == 3000);
   group.synchronize();
 
@@ -664,20 +668,20 @@ TEST_CASE("a _into reduction that fails part-way leaves nothing queued that chan
       ~inject() { cohort::detail::reduce_fails_at_member_for_tests = ~std::size_t{0}; }
     } failing_at_member_2;
     try {
-      cohort::multi_device_reduce_into(group, ones, 0, cuda::std::plus<>{}, result);
+      cohort::multi_device_reduce(group, ones, 0, cuda::std::plus<>{}, result);
       FAIL("the injected failure did not throw");
     } catch (const cohort::cuda_error& e) {
       CHECK(std::string(e.what()).find("a failure tests inject") != std::string::npos);
     }
   }
-  cohort::multi_device_reduce_into(group, twos, 0, cuda::std::plus<>{}, result);
+  cohort::multi_device_reduce(group, twos, 0, cuda::std::plus<>{}, result);
   CHECK(result.get() == 4000);
   group.synchronize();
 }
 
-// The _into forms take T from the result: an int init into a device_result<double> did not
-// compile before (T was deduced from both).
-TEST_CASE("a _into reduction takes its type from the result, init converted") {
+// The device-result forms take T from the result: an int init into a device_result<double> did
+// not compile before (T was deduced from both).
+TEST_CASE("a device-result reduction takes its type from the result, init converted") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t members : {1, 3}) {
     CAPTURE(members);
@@ -690,14 +694,15 @@ TEST_CASE("a _into reduction takes its type from the result, init converted") {
     for (float v : in)
       expected += v;
     cohort::device_result<double> sum(group);
-    cohort::multi_device_reduce_into(group, x, 1, cuda::std::plus<>{}, sum);
+    cohort::multi_device_reduce(group, x, 1, cuda::std::plus<>{}, sum);
     CHECK(sum.get() == doctest::Approx(expected).epsilon(1e-9));
-    cohort::multi_device_transform_reduce_into(
+    cohort::multi_device_transform_reduce(
         group, x, 1, cuda::std::plus<>{}, [] __device__(float v) { return double(v) * 2; }, sum);
     CHECK(sum.get() == doctest::Approx(2 * expected - 1).epsilon(1e-9));
     cohort::device_result<long long> count(group);
-    cohort::multi_device_transform_reduce_n_into(
-        group, n, 0, cuda::std::plus<>{}, [] __device__(std::size_t i) { return i % 3; }, count);
+    cohort::multi_device_transform_reduce(
+        group, cohort::indices(n), 0, cuda::std::plus<>{},
+        [] __device__(std::size_t i) { return i % 3; }, count);
     long long residues = 0;
     for (std::size_t i = 0; i < n; ++i)
       residues += static_cast<long long>(i % 3);
@@ -705,7 +710,7 @@ TEST_CASE("a _into reduction takes its type from the result, init converted") {
   }
 }
 
-TEST_CASE("a _into reduction whose members are not all in one capture is refused before it "
+TEST_CASE("a device-result reduction whose members are not all in one capture is refused before it "
           "enqueues") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
@@ -716,12 +721,219 @@ TEST_CASE("a _into reduction whose members are not all in one capture is refused
   // graph, each waiting for the other's events.
   cohort::testing::lone_capture capture(group, 1);
   const std::string message = cohort::testing::logic_error_message(
-      [&] { cohort::multi_device_reduce_into(group, x, 7, cuda::std::plus<>{}, result); });
+      [&] { cohort::multi_device_reduce(group, x, 7, cuda::std::plus<>{}, result); });
   const std::size_t nodes = capture.end();
   CAPTURE(message);
-  CHECK(message.find("multi_device_reduce_into: member 0") != std::string::npos);
+  CHECK(message.find("multi_device_reduce: member 0") != std::string::npos);
   CHECK(message.find("Nothing was enqueued") != std::string::npos);
   CHECK(nodes == 0);
-  cohort::multi_device_reduce_into(group, x, 7, cuda::std::plus<>{}, result); // still works
+  cohort::multi_device_reduce(group, x, 7, cuda::std::plus<>{}, result); // still works
   CHECK(result.get() == 7);
+}
+
+// What the overloads take and refuse, checked by the compiler alone (no GPU needed).
+namespace {
+
+using float_buffer = cohort::distributed_buffer<float>;
+static_assert(cohort::detail::reduce_input<float_buffer>);
+static_assert(cohort::detail::reduce_input<const float_buffer>);
+static_assert(cohort::detail::reduce_input<cohort::distributed_view<float>>);
+static_assert(cohort::detail::reduce_input<cohort::distributed_view<const float>>);
+static_assert(cohort::detail::reduce_input<cohort::index_range>);
+static_assert(!cohort::detail::reduce_input<std::vector<float>>);
+static_assert(!cohort::detail::reduce_input<float*>);
+
+// A pending value is made only by the reductions: no public constructor from a pinned slot.
+static_assert(!std::is_constructible_v<cohort::pending<int>, int*, cohort::event,
+                                       std::vector<cohort::device_buffer<unsigned char>>>);
+
+// A device_result given where the transform goes selects no pending form (the transform is
+// missing): no overload, rather than an error deep inside the kernels.
+template <class Result>
+concept result_taken_as_transform = requires(const cohort::device_group& g, const float_buffer& x,
+                                             Result& r) {
+  cohort::multi_device_transform_reduce(g, x, 0.0f, cuda::std::plus<>{}, r);
+};
+static_assert(!result_taken_as_transform<cohort::device_result<float>>);
+template <class Result>
+concept result_taken_as_operator = requires(const cohort::device_group& g, const float_buffer& x,
+                                            Result& r) {
+  cohort::multi_device_reduce(g, x, 0.0f, r);
+};
+static_assert(!result_taken_as_operator<cohort::device_result<float>>);
+
+// The device-result form is the one picked for a trailing device_result, init converted to its T.
+template <class Result>
+concept reduces_into = requires(const cohort::device_group& g, const float_buffer& x, Result& r) {
+  { cohort::multi_device_reduce(g, x, 0, cuda::std::plus<>{}, r) } -> std::same_as<void>;
+  {
+    cohort::multi_device_transform_reduce(g, cohort::indices(3), 0, cuda::std::plus<>{},
+                                          index_as_int{}, r)
+    } -> std::same_as<void>;
+};
+static_assert(reduces_into<cohort::device_result<double>>);
+
+// device_result's enqueue is no part of its public surface.
+template <class Result>
+concept public_enqueue = requires(Result& r, const cohort::device_group& g,
+                                  const cohort::index_range& in) {
+  r.enqueue(g, in, 0, cuda::std::plus<>{}, index_as_int{}, "f");
+};
+static_assert(!public_enqueue<cohort::device_result<int>>);
+
+// Device memory of `bytes` on `device` from cudaMalloc, as a user's own allocation, freed at the
+// end of the scope.
+class user_allocation {
+ public:
+  user_allocation(cohort::device_ref device, std::size_t bytes) {
+    cohort::scoped_device on(device);
+    REQUIRE(cudaMalloc(&p_, bytes == 0 ? 1 : bytes) == cudaSuccess);
+  }
+  ~user_allocation() { (void)cudaFree(p_); }
+  user_allocation(const user_allocation&) = delete;
+  user_allocation& operator=(const user_allocation&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+};
+
+} // namespace
+
+TEST_CASE("a reduction over a distributed_view of the user's cudaMalloc memory matches the host") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for_groups_and_sizes({1u, 2u, 3u}, sizes, [&](const cohort::device_group& group, std::size_t n) {
+    const auto in = cohort::testing::random_values<double>(n, 41 + static_cast<unsigned>(n));
+    std::vector<double> weights(group.size());
+    for (std::size_t k = 0; k < group.size(); ++k)
+      weights[k] = 1.0 + static_cast<double>(k);
+    const auto split = cohort::partition::weighted(n, weights);
+    // One allocation per member, one element longer than its part; odd members' spans start
+    // at element 1, an address CUB's vector loads do not take (it loads item by item there).
+    std::vector<std::unique_ptr<user_allocation>> memory;
+    std::vector<cuda::std::span<double>> spans;
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      const std::size_t count = split.count(k);
+      memory.push_back(
+          std::make_unique<user_allocation>(group.device(k), (count + 1) * sizeof(double)));
+      double* first = memory.back()->as<double>() + k % 2;
+      REQUIRE(cudaMemcpy(first, in.data() + split.offset(k), count * sizeof(double),
+                         cudaMemcpyHostToDevice) == cudaSuccess);
+      spans.emplace_back(first, count);
+    }
+    const cohort::distributed_view<double> x(group, spans);
+    double expected = 3, squares = 0, magnitude = 3;
+    for (double v : in) {
+      expected += v;
+      squares += v * v;
+      magnitude += std::fabs(v);
+    }
+    const double tolerance = 1e-12 * (magnitude + 1);
+    CHECK(std::fabs(cohort::multi_device_reduce(group, x, 3.0, cuda::std::plus<>{}).wait() -
+                    expected) <= tolerance);
+    const cohort::distributed_view<const double> readonly = x;
+    const double got_squares =
+        cohort::multi_device_transform_reduce(group, readonly, 0.0, cuda::std::plus<>{},
+                                              [] __device__(double v) { return v * v; })
+            .wait();
+    CHECK(std::fabs(got_squares - squares) <= 1e-12 * (squares + 1));
+    cohort::device_result<double> total(group);
+    cohort::multi_device_reduce(group, readonly, 3, cuda::std::plus<>{}, total);
+    CHECK(std::fabs(total.get() - expected) <= tolerance);
+    group.synchronize(); // before the memory is freed
+  });
+}
+
+TEST_CASE("an index range split by a partition or by a balancer reduces in order") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 2u, 3u}) {
+    CAPTURE(members);
+    const cohort::device_group group = cohort::testing::group_of(members);
+    for (std::size_t n :
+         {std::size_t{0}, std::size_t{2}, std::size_t{1009}, (std::size_t{1} << 20) + 3}) {
+      CAPTURE(n);
+      const ordered expected = fold_on_host(index_values(n));
+      std::vector<double> weights(members, 1.0);
+      weights.front() = 4.0;
+      check_same(cohort::multi_device_transform_reduce(
+                     group, cohort::indices(n, cohort::partition::weighted(n, weights)), order_init,
+                     fold_in_order{}, lift_index{})
+                     .wait(),
+                 expected);
+      // Each call is timed and may move work between members: every split must give the same
+      // fold, in both forms.
+      cohort::adaptive_balancer balancer(group);
+      cohort::device_result<ordered> result(group);
+      for (int call = 0; call < 12; ++call) {
+        CAPTURE(call);
+        check_same(cohort::multi_device_transform_reduce(group, cohort::indices(n, balancer),
+                                                         order_init, fold_in_order{}, lift_index{})
+                       .wait(),
+                   expected);
+        cohort::multi_device_transform_reduce(group, cohort::indices(n, balancer), order_init,
+                                              fold_in_order{}, lift_index{}, result);
+        check_same(result.get(), expected);
+      }
+      double total_weight = 0;
+      for (double w : balancer.weights())
+        total_weight += w;
+      CHECK(total_weight == doctest::Approx(1.0));
+    }
+  }
+}
+
+TEST_CASE("the device-result form of transform_reduce over indices sums exactly and is captured") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 2u, 3u}) {
+    CAPTURE(members);
+    auto group = cohort::testing::group_of(members);
+    REQUIRE(group.enable_peer_access());
+    const std::size_t n = 3'000'017;
+    long long expected = 11;
+    for (std::size_t i = 0; i < n; ++i)
+      expected += static_cast<long long>(i % 7) - 3;
+    const auto value = [] __device__(std::size_t i) { return static_cast<long long>(i % 7) - 3; };
+    cohort::device_result<long long> result(group);
+    cohort::multi_device_transform_reduce(group, cohort::indices(n), 11, cuda::std::plus<>{}, value,
+                                          result);
+    CHECK(result.get() == expected);
+    // Captured with a fixed split, and replayed.
+    cohort::stream origin(group.device(0));
+    group.fork(origin); // makes the group's cached fork event outside the capture
+    group.join(origin);
+    origin.synchronize();
+    const auto split = cohort::partition::weighted(n, std::vector<double>(members, 1.0));
+    cudaGraph_t graph = capture(group, origin, [&] {
+      cohort::multi_device_transform_reduce(group, cohort::indices(n, split), 11,
+                                            cuda::std::plus<>{}, value, result);
+    });
+    cudaGraphExec_t replay = nullptr;
+    REQUIRE(cudaGraphInstantiate(&replay, graph, 0) == cudaSuccess);
+    for (int r = 0; r < 3; ++r) {
+      cohort::multi_device_transform_reduce(group, cohort::indices(7), 0, cuda::std::plus<>{},
+                                            value, result); // overwritten by the replay
+      group.join(origin);
+      REQUIRE(cudaGraphLaunch(replay, origin.native_handle()) == cudaSuccess);
+      origin.synchronize();
+      CHECK(result.get() == expected);
+    }
+    CHECK(cudaGraphExecDestroy(replay) == cudaSuccess);
+    CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+    // A balancer's split is refused under capture, naming the call, with nothing enqueued.
+    cohort::adaptive_balancer balancer(group);
+    std::string what;
+    cudaGraph_t refused = capture(group, origin, [&] {
+      try {
+        cohort::multi_device_transform_reduce(group, cohort::indices(n, balancer), 11,
+                                              cuda::std::plus<>{}, value, result);
+      } catch (const std::logic_error& e) {
+        what = e.what();
+      }
+    });
+    CHECK(what.find("cohort::multi_device_transform_reduce") != std::string::npos);
+    CHECK(cudaGraphDestroy(refused) == cudaSuccess);
+  }
 }

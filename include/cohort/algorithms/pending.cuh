@@ -4,8 +4,9 @@
 // value (`ready()` says, without blocking, whether it would have to). Destroying a pending value
 // that was never waited for waits for it (its memory is in use until the GPU is done). A pending
 // value belongs to one call, so the reductions that return one refuse to be captured into a CUDA
-// graph; their `_into` forms (reduce.cuh) leave the value in device memory instead. A pending
-// value must not outlive its group: its scratch is freed on the members' streams.
+// graph; their forms that take a `device_result<T>&` (device_result.cuh) leave the value in device
+// memory instead. A pending value must not outlive its group: its scratch is freed on the
+// members' streams. Only the reductions make one.
 //
 //   cohort::pending<double> sum = cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{});
 //   more_work();             // more work, still asynchronous
@@ -13,6 +14,7 @@
 //   double s = sum.wait();   // blocks here, once
 #pragma once
 
+#include "../errors/argument_error.cuh"
 #include "../memory/detail/pinned_slots.cuh"
 #include "../memory/device_buffer.cuh"
 #include "../streams/event.cuh"
@@ -24,19 +26,16 @@
 
 namespace cohort {
 
+namespace detail {
+struct pending_access;
+} // namespace detail
+
 template <class T>
 class pending {
   static_assert(sizeof(T) <= detail::pinned_slots::slot_bytes,
                 "cohort::pending<T> holds values of at most 256 bytes.");
 
  public:
-  // `host` is a pinned slot (detail::pinned_slots) the GPU writes the value to before `done`
-  // completes; `keep_alive` holds device memory the computation still uses.
-  pending(T* host, event done, std::vector<device_buffer<unsigned char>> keep_alive)
-      : host_(host)
-      , done_(std::move(done))
-      , keep_alive_(std::move(keep_alive)) {}
-
   pending(pending&& other) noexcept
       : host_(std::exchange(other.host_, nullptr))
       , done_(std::move(other.done_))
@@ -71,9 +70,31 @@ class pending {
   }
 
  private:
+  friend struct detail::pending_access;
+
+  // `host` is a pinned slot (detail::pinned_slots) the GPU writes the value to before `done`
+  // completes; `keep_alive` holds device memory the computation still uses.
+  pending(T* host, event done, std::vector<device_buffer<unsigned char>> keep_alive)
+      : host_(host)
+      , done_(std::move(done))
+      , keep_alive_(std::move(keep_alive)) {}
+
   T* host_;
   event done_;
   std::vector<device_buffer<unsigned char>> keep_alive_;
 };
+
+namespace detail {
+
+// How the reductions make a pending value from the pinned slot they enqueued a write to.
+struct pending_access {
+  template <class T>
+  static pending<T> make(T* host, event done,
+                         std::vector<device_buffer<unsigned char>> keep_alive) {
+    return pending<T>(host, std::move(done), std::move(keep_alive));
+  }
+};
+
+} // namespace detail
 
 } // namespace cohort

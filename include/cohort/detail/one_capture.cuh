@@ -28,8 +28,10 @@ inline capture_state capture_of(stream_ref stream, std::string_view function) {
   scoped_device on(stream.device());
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   capture_state state;
-  check_cuda(cudaStreamGetCaptureInfo(stream.native_handle(), &status, &state.id),
-             "cudaStreamGetCaptureInfo (" + std::string(function) + ")", stream.device().get());
+  const cudaError_t read = cudaStreamGetCaptureInfo(stream.native_handle(), &status, &state.id);
+  if (read != cudaSuccess) [[unlikely]] // the call's name is text built only for the error
+    check_cuda(read, "cudaStreamGetCaptureInfo (" + std::string(function) + ")",
+               stream.device().get());
   state.active = status != cudaStreamCaptureStatusNone;
   if (!state.active) state.id = 0;
   return state;

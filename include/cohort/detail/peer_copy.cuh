@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace cohort::detail {
 
@@ -33,17 +34,14 @@ inline bool pool_reaches(device_ref from, device_ref to) {
   location.type = cudaMemLocationTypeDevice;
   location.id = from.get();
   cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
-  check_cuda(cudaMemPoolGetAccess(&flags, pool, &location),
-             "cudaMemPoolGetAccess(device " + std::to_string(from.get()) + ")", to.get());
+  const cudaError_t read = cudaMemPoolGetAccess(&flags, pool, &location);
+  if (read != cudaSuccess) [[unlikely]] // the text is built only for the error
+    check_cuda(read, "cudaMemPoolGetAccess(device " + std::to_string(from.get()) + ")", to.get());
   return flags == cudaMemAccessFlagsProtReadWrite;
 }
 
-// Refuses, before anything is enqueued, a copy on a stream of `on` to or from memory of `other`
-// that a graph would capture while `on` cannot reach `other`'s pool (std::logic_error, as for
-// other work that cannot be captured).
-inline void require_capturable_copy(device_ref on, device_ref other, std::string_view function,
-                                    std::string_view what) {
-  if (pool_reaches(on, other)) return;
+[[noreturn]] inline void throw_uncapturable_copy(device_ref on, device_ref other,
+                                                 std::string_view function, std::string_view what) {
   throw std::logic_error(
       "cohort::" + std::string(function) + ": " + std::string(what) + " between device " +
       std::to_string(on.get()) + " and device " + std::to_string(other.get()) +
@@ -54,6 +52,28 @@ inline void require_capturable_copy(device_ref on, device_ref other, std::string
       std::to_string(on.get()) + "}, device_ref{" + std::to_string(other.get()) +
       "}) or device_group::enable_peer_access() before the capture begins; where the two have "
       "no peer path, run the copy outside the capture (there it needs no access).");
+}
+
+// Refuses, before anything is enqueued, a copy on a stream of `on` to or from memory of `other`
+// that a graph would capture while `on` cannot reach `other`'s pool (std::logic_error, as for
+// other work that cannot be captured). `what` names the copy.
+inline void require_capturable_copy(device_ref on, device_ref other, std::string_view function,
+                                    std::string_view what) {
+  if (!pool_reaches(on, other)) [[unlikely]]
+    throw_uncapturable_copy(on, other, function, what);
+}
+
+// The same where the copy's name needs formatting: `what()` returns it, and runs only when the
+// copy is refused.
+//   require_capturable_copy(a, b, "f", [&] { return "member " + std::to_string(k) + "'s copy"; });
+template <class F>
+concept builds_text = std::is_invocable_r_v<std::string, F&>;
+
+template <builds_text What>
+void require_capturable_copy(device_ref on, device_ref other, std::string_view function,
+                             What&& what) {
+  if (!pool_reaches(on, other)) [[unlikely]]
+    throw_uncapturable_copy(on, other, function, what());
 }
 
 // Enqueues a copy of `bytes` from `from` (memory of `from_device`) to `to` (memory of
