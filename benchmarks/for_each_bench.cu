@@ -75,9 +75,10 @@ rows host_overhead(cohort::device_ref d0) {
   r.emplace_back("cohort::for_each_n",
                  bench::host_us_per_call([&] { cohort::for_each_n(one.stream(0), 1, nothing{}); },
                                          group_sync));
-  r.emplace_back("cohort::multi_device_for_each_n, group of 1",
-                 bench::host_us_per_call(
-                     [&] { cohort::multi_device_for_each_n(one, 1, nothing{}); }, group_sync));
+  r.emplace_back(
+      "cohort::multi_device_for_each over indices, group of 1",
+      bench::host_us_per_call(
+          [&] { cohort::multi_device_for_each(one, cohort::indices(1), nothing{}); }, group_sync));
   return r;
 }
 
@@ -151,7 +152,7 @@ int main(int argc, char** argv) {
     cohort::device_group one{d0};
     const double group_ms = bench::time_ms(s, [&] {
       one.fork(s);
-      cohort::multi_device_for_each_n(one, n, f);
+      cohort::multi_device_for_each(one, cohort::indices(n), f);
       one.join(s);
     });
     std::printf("\n## y = a*x + y, %zu floats (%.2f GiB moved per call), GPU 0\n\n", n,
@@ -164,7 +165,7 @@ int main(int argc, char** argv) {
     };
     row("thrust::for_each (baseline)", thrust_ms);
     row("cohort::for_each_n", single_ms);
-    row("cohort::multi_device_for_each_n, group of 1", group_ms);
+    row("cohort::multi_device_for_each over indices, group of 1", group_ms);
   }
 
   // 2. Scaling over every real GPU: strong (the same total work on 1 and on N GPUs, efficiency
@@ -236,23 +237,24 @@ int main(int argc, char** argv) {
     const axpy f{a, x.data(), y.data()};
     const double even_ms = bench::time_ms(s, [&] {
       group.fork(s);
-      cohort::multi_device_for_each_n(group, n, f);
+      cohort::multi_device_for_each(group, cohort::indices(n), f);
       group.join(s);
     });
     const auto cap = cohort::by_capability(group);
     const double capability_ms = bench::time_ms(s, [&] {
       group.fork(s);
-      cohort::multi_device_for_each_n(group, n, f, cohort::partition::weighted(n, cap));
+      cohort::multi_device_for_each(group, cohort::indices(n, cohort::partition::weighted(n, cap)),
+                                    f);
       group.join(s);
     });
     cohort::adaptive_balancer balancer(group);
     for (int i = 0; i < 20; ++i) { // adapt: let each call's timing reach the next
-      cohort::multi_device_for_each_n(group, n, f, balancer);
+      cohort::multi_device_for_each(group, cohort::indices(n, balancer), f);
       group.synchronize();
     }
     const double adaptive_ms = bench::time_ms(s, [&] {
       group.fork(s);
-      cohort::multi_device_for_each_n(group, n, f, balancer);
+      cohort::multi_device_for_each(group, cohort::indices(n, balancer), f);
       group.join(s);
     });
     std::printf(

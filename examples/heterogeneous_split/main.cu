@@ -169,16 +169,17 @@ std::size_t compare_splits(cohort::device_group& group, cohort::stream_ref origi
 
   // Each split starts from an output set to NaN, so an element no member wrote shows.
   work.out.fill_bytes(0xFF);
-  const measured even =
-      time_calls(group, origin, [&] { cohort::multi_device_for_each_n(group, n, f); });
+  const measured even = time_calls(
+      group, origin, [&] { cohort::multi_device_for_each(group, cohort::indices(n), f); });
   wrong += work.wrong_results();
   report("Even split", 0.5, even, even, names);
 
   const std::vector<double> weights = cohort::by_capability(group);
   const cohort::partition by_capability = cohort::partition::weighted(n, weights);
   work.out.fill_bytes(0xFF);
-  const measured weighted = time_calls(
-      group, origin, [&] { cohort::multi_device_for_each_n(group, n, f, by_capability); });
+  const measured weighted = time_calls(group, origin, [&] {
+    cohort::multi_device_for_each(group, cohort::indices(n, by_capability), f);
+  });
   wrong += work.wrong_results();
   std::printf("  by_capability weighs the members %.3f : %.3f%s.\n", weights[0], weights[1],
               capability_note);
@@ -189,13 +190,14 @@ std::size_t compare_splits(cohort::device_group& group, cohort::stream_ref origi
   cohort::adaptive_balancer balancer(group);
   for (int i = 0; i < adapt_calls; ++i) { // each call's timing reaches the next call
     group.fork(origin);
-    cohort::multi_device_for_each_n(group, n, f, balancer);
+    cohort::multi_device_for_each(group, cohort::indices(n, balancer), f);
     group.join(origin);
     origin.synchronize();
   }
   work.out.fill_bytes(0xFF);
-  const measured adaptive =
-      time_calls(group, origin, [&] { cohort::multi_device_for_each_n(group, n, f, balancer); });
+  const measured adaptive = time_calls(group, origin, [&] {
+    cohort::multi_device_for_each(group, cohort::indices(n, balancer), f);
+  });
   wrong += work.wrong_results();
   const std::string label = "Adaptive split after " + std::to_string(adapt_calls) + " calls";
   report(label.c_str(), balancer.weights()[1], adaptive, even, names);
@@ -213,7 +215,7 @@ std::size_t compare_splits(cohort::device_group& group, cohort::stream_ref origi
 // kernels running on its device, so this must come before anything keeps a GPU busy.)
 void warm_up(cohort::device_group& group, cohort::stream_ref origin, workload& work) {
   group.fork(origin);
-  cohort::multi_device_for_each_n(group, n, work.function());
+  cohort::multi_device_for_each(group, cohort::indices(n), work.function());
   group.join(origin);
   origin.synchronize();
 }

@@ -74,7 +74,22 @@ void reduce_half_in_float(const cohort::device_group& group, cohort::distributed
                           cohort::device_result<float>& result) {
   (void)cohort::multi_device_reduce(group, h, 0.0f, cohort::sum);
   (void)cohort::multi_device_reduce(group, b, 0.0, cohort::max);
-  cohort::multi_device_reduce_into(group, h, 0.0f, cohort::sum, result);
+  cohort::multi_device_reduce(group, h, 0.0f, cohort::sum, result);
+}
+
+// The scans of half into float: the elements (or the transform's results) become float through
+// the intrinsics before CUB sees them, so the float operator never takes a half.
+struct float_plus {
+  __host__ __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct twice_as_float {
+  __device__ float operator()(__half v) const { return 2.0f * __half2float(v); }
+};
+void scan_half_into_float(const cohort::device_group& group,
+                          const cohort::distributed_buffer<__half>& h,
+                          cohort::distributed_buffer<float>& f) {
+  cohort::multi_device_inclusive_scan(group, h, f, float_plus{});
+  cohort::multi_device_exclusive_scan(group, h, f, 0.0f, float_plus{}, twice_as_float{});
 }
 
 #if defined(COHORT_HAS_FP8)

@@ -274,13 +274,13 @@ TEST_CASE("emulated weights are checked as device_group::emulated's 'sm_weights'
                          std::invalid_argument);
 }
 
-TEST_CASE("a balancer of another group is reported as the algorithm's 'balancer'") {
+TEST_CASE("a balancer of another group is reported as the algorithm's index 'range'") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::device_group::emulated(cohort::device_ref{0}, 2);
   auto other = cohort::device_group::emulated(cohort::device_ref{0}, 2); // same size, other streams
   cohort::adaptive_balancer balancer(other);
-  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each_n(group, 10, no_op{}, balancer),
-                       doctest::Contains("cohort::multi_device_for_each_n: argument 'balancer'"),
+  CHECK_THROWS_WITH_AS(cohort::multi_device_for_each(group, cohort::indices(10, balancer), no_op{}),
+                       doctest::Contains("cohort::multi_device_for_each: argument 'range'"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS((void)balancer.next_split(group, 10),
                        doctest::Contains("cohort::adaptive_balancer::next_split: argument 'group'"),
@@ -344,7 +344,7 @@ TEST_CASE("calls split by a balancer that moves indices are ordered after their 
   // Jumps straight to the measured speeds, so that the first measurement moves the split.
   cohort::adaptive_balancer balancer(group, 1.0);
   // Warm-up outside the balancer: the kernels are loaded before anything keeps the GPU busy.
-  cohort::multi_device_for_each_n(group, n, step{x.data(), n, 0});
+  cohort::multi_device_for_each(group, cohort::indices(n), step{x.data(), n, 0});
   cohort::testing::launch_write_after_delay(group.stream(0), scratch.data(), 1, 0, 1);
   group.synchronize();
   for (std::size_t i = 0; i < n; ++i)
@@ -355,19 +355,19 @@ TEST_CASE("calls split by a balancer that moves indices are ordered after their 
   // split. The delay is ahead of member 1's timing events, and it can only slow member 0 (where a
   // tool runs the two members' kernels by turns), so the split moves toward member 1 either way.
   cohort::testing::launch_write_after_delay(group.stream(1), scratch.data(), 1, 1, 100'000'000ull);
-  cohort::multi_device_for_each_n(group, n, step{x.data(), n, 1}, balancer);
+  cohort::multi_device_for_each(group, cohort::indices(n, balancer), step{x.data(), n, 1});
   cohort::event first_done(d), first_done_0(d);
   first_done.record(group.stream(1));
   first_done_0.record(group.stream(0)); // before the next delay on member 0's stream
   // Call 2 (same split): member 0's part runs 400 ms later still.
   cohort::testing::launch_write_after_delay(group.stream(0), scratch.data(), 1, 2, 400'000'000ull);
-  cohort::multi_device_for_each_n(group, n, step{x.data(), n, 2}, balancer);
+  cohort::multi_device_for_each(group, cohort::indices(n, balancer), step{x.data(), n, 2});
   const std::vector<double> before = balancer.weights();
   // Call 3: call 1's timing is in, so member 1 takes part of member 0's indices while call 2's
   // member 0 has not yet written them. Without ordering, member 1 writes them first.
   first_done.synchronize();
   first_done_0.synchronize();
-  cohort::multi_device_for_each_n(group, n, step{x.data(), n, 3}, balancer);
+  cohort::multi_device_for_each(group, cohort::indices(n, balancer), step{x.data(), n, 3});
   const std::vector<double> after = balancer.weights();
   // Everything queued must finish before a failed check unwinds and frees what it writes.
   group.synchronize();

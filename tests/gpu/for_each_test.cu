@@ -1,6 +1,8 @@
-// multi_device_for_each and multi_device_for_each_n on real and emulated groups of 1 to 4, every
-// element type, sizes 0, 1, primes, fewer items than members, and past 2^31.
+// multi_device_for_each over buffers, views of the user's own memory and index ranges (split
+// evenly, by a partition or by a balancer) on real and emulated groups of 1 to 4, every element
+// type, sizes 0, 1, primes, fewer items than members, and past 2^31.
 #include "testing.cuh"
+#include "user_memory.cuh"
 
 #include <doctest/doctest.h>
 
@@ -135,39 +137,102 @@ TEST_CASE("multi_device_for_each over a const buffer calls f(const T&) on every 
   }
 }
 
-TEST_CASE("multi_device_for_each_n sees every global index exactly once") {
+// The three splits of an index range: even, a partition (uneven on three members), a balancer.
+enum class index_split { even, partition, balancer };
+
+TEST_CASE("multi_device_for_each over indices(n) sees every global index exactly once") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 2u, 3u, 4u}) {
+    auto group = cohort::testing::group_of(members);
+    // Every member writes into one buffer on device 0 (peer access where the GPUs are real).
+    group.enable_peer_access();
+    for (const index_split how : {index_split::even, index_split::partition, index_split::balancer})
+      for (std::size_t n : sizes) {
+        CAPTURE(members);
+        CAPTURE(n);
+        CAPTURE(static_cast<int>(how));
+        cohort::stream s(cohort::device_ref{0});
+        cohort::device_buffer<unsigned> hits(n, s);
+        hits.fill_bytes(0);
+        s.synchronize();
+        unsigned* h = hits.data();
+        const auto add = [=] __device__(std::size_t i) {
+          atomicAdd(h + i, static_cast<unsigned>(i % 7) + 1);
+        };
+        // The balancer's split moves between calls: each call still sees every index once.
+        const int calls = how == index_split::balancer ? 4 : 1;
+        cohort::adaptive_balancer balancer(group);
+        for (int call = 0; call < calls; ++call) {
+          if (how == index_split::even) {
+            cohort::multi_device_for_each(group, cohort::indices(n), add);
+          } else if (how == index_split::partition) {
+            const auto split = members == 3 ? cohort::partition::weighted(n, {1.0, 2.0, 4.0})
+                                            : cohort::partition::even(n, members);
+            cohort::multi_device_for_each(group, cohort::indices(n, split), add);
+          } else {
+            cohort::multi_device_for_each(group, cohort::indices(n, balancer), add);
+            group.synchronize(); // lets the balancer read this call's timings on the next
+          }
+        }
+        group.synchronize();
+        std::vector<unsigned> out(n);
+        hits.copy_to_host(out);
+        s.synchronize();
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          wrong += out[i] != calls * (i % 7 + 1);
+        CHECK(wrong == 0);
+        if (how == index_split::balancer) {
+          double total = 0;
+          for (double w : balancer.weights())
+            total += w;
+          CHECK(total == doctest::Approx(1.0));
+        }
+      }
+  }
+}
+
+TEST_CASE("multi_device_for_each over views of the user's own memory: f(T&) and f(const T&)") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t members : {1u, 2u, 3u, 4u}) {
     auto group = cohort::testing::group_of(members);
     for (std::size_t n : sizes) {
       CAPTURE(members);
       CAPTURE(n);
-      // Every member writes into one buffer on device 0 (peer access where the GPUs are real).
-      group.enable_peer_access();
-      cohort::stream s(cohort::device_ref{0});
-      cohort::device_buffer<unsigned> hits(n, s);
-      hits.fill_bytes(0);
-      s.synchronize();
-      unsigned* h = hits.data();
       const auto split = members == 3 ? cohort::partition::weighted(n, {1.0, 2.0, 4.0})
                                       : cohort::partition::even(n, members);
-      cohort::multi_device_for_each_n(
-          group, n,
-          [=] __device__(std::size_t i) { atomicAdd(h + i, static_cast<unsigned>(i % 7) + 1); },
-          split);
-      group.synchronize();
-      std::vector<unsigned> out(n);
-      hits.copy_to_host(out);
-      s.synchronize();
+      const std::vector<float> in = inputs<float>(n);
+      cohort::testing::user_memory<float> xm(group, split), ym(group, split);
+      xm.copy_from_host(in);
+      ym.poison();
+      const cohort::distributed_view<float> x = xm.view();
+      cohort::multi_device_for_each(group, x, bump{});
+      std::vector<float> bumped = xm.to_host();
       std::size_t wrong = 0;
       for (std::size_t i = 0; i < n; ++i)
-        wrong += out[i] != i % 7 + 1;
+        wrong += !same(bumped[i], reference(in[i]));
+      CHECK(wrong == 0);
+
+      // A view of const elements: f(const T&) reads each in place and writes 2v + 1 elsewhere.
+      copy_scaled f;
+      REQUIRE(members <= copy_scaled::most);
+      for (std::size_t k = 0; k < members; ++k) {
+        f.in[k] = xm.spans()[k].data();
+        f.out[k] = ym.spans()[k].data();
+        f.count[k] = xm.spans()[k].size();
+      }
+      const cohort::distributed_view<const float> read_only = x;
+      cohort::multi_device_for_each(group, read_only, f);
+      const std::vector<float> got = ym.to_host(), kept = xm.to_host();
+      wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += !same(got[i], 2.0f * bumped[i] + 1.0f) + !same(kept[i], bumped[i]);
       CHECK(wrong == 0);
     }
   }
 }
 
-TEST_CASE("multi_device_for_each_n reaches indices past 2^31 [serial]") {
+TEST_CASE("multi_device_for_each over indices(n) reaches indices past 2^31 [serial]") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   const std::size_t n = (std::size_t{1} << 31) + 12345;
@@ -180,7 +245,7 @@ TEST_CASE("multi_device_for_each_n reaches indices past 2^31 [serial]") {
   const std::size_t boundary = x.shard(1).offset;
   unsigned char* low = base[0];
   unsigned char* high = base[1];
-  cohort::multi_device_for_each_n(group, n, [=] __device__(std::size_t i) {
+  cohort::multi_device_for_each(group, cohort::indices(n), [=] __device__(std::size_t i) {
     unsigned char* p = i < boundary ? low : high;
     p[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
   });
@@ -227,7 +292,7 @@ TEST_CASE("index forms visit every index of counts past 2^41 once (a load case) 
       f.at[k] = at[k];
     if (across_members) { // each member past 2^40
       group.fork(s);
-      cohort::multi_device_for_each_n(group, n, f);
+      cohort::multi_device_for_each(group, cohort::indices(n), f);
       group.join(s);
     } else {
       cohort::for_each_n(s, n, f);
@@ -253,15 +318,13 @@ TEST_CASE("the adaptive balancer gives the larger SM share more work") {
   float* o = out.data();
   for (int call = 0; call < 12; ++call) {
     // Compute-bound work, so speed follows the SM share.
-    cohort::multi_device_for_each_n(
-        group, n,
-        [=] __device__(std::size_t i) {
-          float v = static_cast<float>(i);
-          for (int k = 0; k < 200; ++k)
-            v = sinf(v) + 1.0f;
-          o[i] = v;
-        },
-        balancer);
+    cohort::multi_device_for_each(group, cohort::indices(n, balancer),
+                                  [=] __device__(std::size_t i) {
+                                    float v = static_cast<float>(i);
+                                    for (int k = 0; k < 200; ++k)
+                                      v = sinf(v) + 1.0f;
+                                    o[i] = v;
+                                  });
     group.synchronize(); // lets the balancer read the timings on the next call
   }
   const auto& w = balancer.weights();

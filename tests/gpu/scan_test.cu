@@ -1,8 +1,11 @@
 // Multi-device scans against sequential host references, on groups of 1, 2, 3 and 5: sizes 0, 1,
-// fewer than the members, primes and 2^20 + 3; in place, into another buffer and from f(i);
-// operators that do not commute (2x2 matrix products mod a prime), init placed first, outputs
-// poisoned first, a scan captured into a graph and replayed, and bad arguments refused.
+// fewer than the members, primes and 2^20 + 3; in place, into another buffer, over views of the
+// user's own memory, through a transform and from transform(i) over an index range; operators
+// that do not commute (2x2 matrix products mod a prime), init placed first, outputs poisoned
+// first, a scan captured into a graph and replayed, bad arguments refused, and scratch that
+// cannot fit reported as out of memory.
 #include "scan_sort_checks.cuh"
+#include "user_memory.cuh"
 
 #include <doctest/doctest.h>
 
@@ -12,6 +15,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -156,19 +160,19 @@ TEST_CASE("an extended __device__ lambda is a scan operator, in every form") {
     auto group = cohort::testing::group_of(members);
     cohort::distributed_buffer<mat> y(group, n);
     y.fill_bytes(cohort::testing::poison_byte);
-    cohort::multi_device_inclusive_scan_n(
-        group, n, mat_of_index{}, y,
-        [] __device__(const mat& a, const mat& b) { return mat_product{}(a, b); });
+    cohort::multi_device_inclusive_scan(
+        group, cohort::indices(n), y,
+        [] __device__(const mat& a, const mat& b) { return mat_product{}(a, b); }, mat_of_index{});
     CHECK(first_difference(read_back(group, y), host_inclusive(of_index, product)) == n);
     y.fill_bytes(cohort::testing::poison_byte);
-    cohort::multi_device_exclusive_scan_n(
-        group, n, mat_of_index{}, y, init,
-        [] __device__(auto a, auto b) { return mat_product{}(a, b); });
+    cohort::multi_device_exclusive_scan(
+        group, cohort::indices(n), y, init,
+        [] __device__(auto a, auto b) { return mat_product{}(a, b); }, mat_of_index{});
     CHECK(first_difference(read_back(group, y), host_exclusive(of_index, init, product)) == n);
   }
 }
 
-TEST_CASE("scans of f(i) over 0..n-1, on even and uneven partitions with empty shards") {
+TEST_CASE("scans of f(i) over indices(n), on even and uneven partitions with empty shards") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const mat_product product;
   for (std::size_t members : group_sizes)
@@ -188,11 +192,13 @@ TEST_CASE("scans of f(i) over 0..n-1, on even and uneven partitions with empty s
            {cohort::partition::even(n, members), cohort::partition::from_counts(counts)}) {
         cohort::distributed_buffer<mat> out(group, split);
         out.fill_bytes(cohort::testing::poison_byte);
-        cohort::multi_device_inclusive_scan_n(group, n, mat_of_index{}, out, product);
+        cohort::multi_device_inclusive_scan(group, cohort::indices(n), out, product,
+                                            mat_of_index{});
         CHECK(first_difference(read_back(group, out), host_inclusive(in, product)) == n);
         out.fill_bytes(cohort::testing::poison_byte);
-        cohort::multi_device_exclusive_scan_n(group, n, mat_of_index{}, out, mat{1, 0, 0, 1},
-                                              product);
+        // The same split given with the range: it must be the output's.
+        cohort::multi_device_exclusive_scan(group, cohort::indices(n, split), out, mat{1, 0, 0, 1},
+                                            product, mat_of_index{});
         CHECK(first_difference(read_back(group, out),
                                host_exclusive(in, mat{1, 0, 0, 1}, product)) == n);
       }
@@ -354,7 +360,238 @@ TEST_CASE("scans refuse buffers of other partitions and groups before enqueuing"
   CHECK_THROWS_AS(cohort::multi_device_inclusive_scan(group, elsewhere, cuda::std::plus<>{}),
                   std::invalid_argument);
   CHECK_THROWS_AS(
-      cohort::multi_device_inclusive_scan_n(
-          group, 11, [] __device__(std::size_t i) { return int(i); }, x, cuda::std::plus<>{}),
+      cohort::multi_device_inclusive_scan(group, cohort::indices(11), x, cuda::std::plus<>{},
+                                          [] __device__(std::size_t i) { return int(i); }),
       std::invalid_argument);
+}
+
+namespace {
+
+// An uneven split for `members`: the last member three shares, member 1 none where there are
+// three or more.
+cohort::partition uneven_split(std::size_t n, std::size_t members) {
+  std::vector<std::size_t> shares(members, 1);
+  shares[members - 1] = 3;
+  if (members >= 3) shares[1] = 0;
+  std::size_t total = 0;
+  for (std::size_t s : shares)
+    total += s;
+  std::vector<std::size_t> counts(members);
+  std::size_t given = 0;
+  for (std::size_t k = 0; k < members; ++k)
+    given += counts[k] = n * shares[k] / total;
+  counts[members - 1] += n - given;
+  return cohort::partition::from_counts(counts);
+}
+
+} // namespace
+
+TEST_CASE("scans over views of the user's own memory, in place, into views and into buffers") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cuda::std::plus<long long> plus;
+  for (std::size_t members : group_sizes)
+    for (std::size_t n :
+         {std::size_t(0), std::size_t(1), std::size_t(7919), (std::size_t(1) << 20) + 3}) {
+      CAPTURE(members);
+      CAPTURE(n);
+      auto group = cohort::testing::group_of(members);
+      const cohort::partition split = uneven_split(n, members);
+      const auto in = cohort::testing::random_values<long long>(n, 31 + unsigned(n));
+      const auto inclusive = host_inclusive(in, plus);
+      cohort::testing::user_memory<long long> xm(group, split), ym(group, split);
+      const cohort::distributed_view<long long> x = xm.view(), y = ym.view();
+      const cohort::distributed_view<const long long> read_only = x;
+      xm.copy_from_host(in);
+
+      ym.poison();
+      cohort::multi_device_inclusive_scan(group, read_only, y, plus);
+      CHECK(first_difference(ym.to_host(), inclusive) == n);
+      CHECK(first_difference(xm.to_host(), in) == n); // the input is left alone
+      ym.poison();
+      cohort::multi_device_exclusive_scan(group, x, y, -3, plus);
+      CHECK(first_difference(ym.to_host(), host_exclusive(in, -3LL, plus)) == n);
+
+      // A view into a buffer, and a buffer into a view.
+      cohort::distributed_buffer<long long> b(group, split);
+      b.fill_bytes(cohort::testing::poison_byte);
+      cohort::multi_device_inclusive_scan(group, x, b, plus);
+      CHECK(first_difference(read_back(group, b), inclusive) == n);
+      ym.poison();
+      cohort::multi_device_exclusive_scan(group, std::as_const(b), y, 0, plus);
+      CHECK(first_difference(ym.to_host(), host_exclusive(inclusive, 0LL, plus)) == n);
+
+      // In place, and as the same spans given as input and output (in place too).
+      cohort::multi_device_inclusive_scan(group, x, plus);
+      CHECK(first_difference(xm.to_host(), inclusive) == n);
+      xm.copy_from_host(in);
+      cohort::multi_device_exclusive_scan(group, x, 5, plus);
+      CHECK(first_difference(xm.to_host(), host_exclusive(in, 5LL, plus)) == n);
+      xm.copy_from_host(in);
+      cohort::multi_device_inclusive_scan(group, x, x, plus);
+      CHECK(first_difference(xm.to_host(), inclusive) == n);
+      xm.copy_from_host(in);
+      cohort::multi_device_exclusive_scan(group, x, x, 2, plus,
+                                          [] __device__(long long v) { return 3 * v; });
+      std::vector<long long> tripled(n);
+      for (std::size_t i = 0; i < n; ++i)
+        tripled[i] = 3 * in[i];
+      CHECK(first_difference(xm.to_host(), host_exclusive(tripled, 2LL, plus)) == n);
+    }
+}
+
+namespace {
+struct square_wide {
+  __host__ __device__ long long operator()(int v) const { return (long long)v * v; }
+};
+} // namespace
+
+TEST_CASE("a transform applies to each element before the scan; numbers convert to the output's") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cuda::std::plus<long long> plus;
+  for (std::size_t members : group_sizes)
+    for (std::size_t n : {std::size_t(0), std::size_t(5), std::size_t(100003)}) {
+      CAPTURE(members);
+      CAPTURE(n);
+      auto group = cohort::testing::group_of(members);
+      const auto in = cohort::testing::random_values<int>(n, 41 + unsigned(n));
+      cohort::distributed_buffer<int> x(group, uneven_split(n, members));
+      cohort::distributed_buffer<long long> y(group, x.split());
+      x.copy_from_host(in);
+      std::vector<long long> squares(n), residues(n), wide(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        squares[i] = (long long)in[i] * in[i];
+        residues[i] = in[i] % 5;
+        wide[i] = in[i];
+      }
+
+      y.fill_bytes(cohort::testing::poison_byte);
+      cohort::multi_device_inclusive_scan(group, x, y, plus, square_wide{});
+      CHECK(first_difference(read_back(group, y), host_inclusive(squares, plus)) == n);
+      y.fill_bytes(cohort::testing::poison_byte);
+      cohort::multi_device_exclusive_scan(group, std::as_const(x), y, 7, plus,
+                                          [] __device__(int v) { return v % 5; });
+      CHECK(first_difference(read_back(group, y), host_exclusive(residues, 7LL, plus)) == n);
+      y.fill_bytes(cohort::testing::poison_byte);
+      cohort::multi_device_inclusive_scan(group, x, y, plus); // int to long long, no transform
+      CHECK(first_difference(read_back(group, y), host_inclusive(wide, plus)) == n);
+      CHECK(first_difference(read_back(group, x), in) == n);
+    }
+}
+
+TEST_CASE("a scan of transform(i) over indices(n): offsets into an uneven buffer and a view") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cuda::std::plus<unsigned long long> plus;
+  for (std::size_t members : group_sizes)
+    for (std::size_t n :
+         {std::size_t(0), std::size_t(2), std::size_t(7919), (std::size_t(1) << 20) + 3}) {
+      CAPTURE(members);
+      CAPTURE(n);
+      auto group = cohort::testing::group_of(members);
+      const cohort::partition split = uneven_split(n, members);
+      std::vector<unsigned long long> marks(n), values(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        marks[i] = i % 7 == 3 ? 1 : 0;
+        values[i] = i * i % 1000;
+      }
+      // The offsets of the marked indices, as a compaction computes them.
+      cohort::distributed_buffer<unsigned long long> offsets(group, split);
+      offsets.fill_bytes(cohort::testing::poison_byte);
+      cohort::multi_device_exclusive_scan(group, cohort::indices(n), offsets, 0ull, plus,
+                                          [] __device__(std::size_t i) { return i % 7 == 3; });
+      CHECK(first_difference(read_back(group, offsets), host_exclusive(marks, 0ull, plus)) == n);
+
+      cohort::testing::user_memory<unsigned long long> out(group, split);
+      out.poison();
+      cohort::multi_device_inclusive_scan(group, cohort::indices(n, split), out.view(), plus,
+                                          [] __device__(std::size_t i) { return i * i % 1000; });
+      CHECK(first_difference(out.to_host(), host_inclusive(values, plus)) == n);
+    }
+}
+
+TEST_CASE("scans refuse an index range split otherwise than the output, and memory that partly "
+          "overlaps the input") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  const cuda::std::plus<int> plus;
+  const auto index = [] __device__(std::size_t i) { return int(i); };
+  cohort::distributed_buffer<int> x(group, 10);
+  cohort::distributed_buffer<int> uneven(group, cohort::partition::weighted(10, {1.0, 3.0}));
+  cohort::adaptive_balancer balancer(group);
+  CHECK_THROWS_WITH_AS(
+      cohort::multi_device_inclusive_scan(group, cohort::indices(10, balancer), x, plus, index),
+      doctest::Contains("multi_device_inclusive_scan: argument 'input': is split by an "
+                        "adaptive_balancer"),
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      cohort::multi_device_exclusive_scan(
+          group, cohort::indices(10, cohort::partition::even(10, 2)), uneven, 0, plus, index),
+      doctest::Contains("multi_device_exclusive_scan: argument 'input'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      cohort::multi_device_inclusive_scan(group, cohort::indices(9), x, plus, index),
+      doctest::Contains("multi_device_inclusive_scan: argument 'output'"), std::invalid_argument);
+
+  // Ten elements of each member's memory: input its first five, output five from its third.
+  cohort::testing::user_memory<int> memory(group, cohort::partition::even(20, 2));
+  std::vector<cuda::std::span<int>> first, shifted;
+  for (const cuda::std::span<int>& s : memory.spans()) {
+    first.push_back(s.subspan(0, 5));
+    shifted.push_back(s.subspan(2, 5));
+  }
+  const cohort::distributed_view<int> in(group, first), out(group, shifted);
+  memory.copy_from_host(std::vector<int>(20, 1));
+  CHECK_THROWS_WITH_AS(cohort::multi_device_inclusive_scan(group, in, out, plus),
+                       doctest::Contains("multi_device_inclusive_scan: argument 'output': shard 0 "
+                                         "overlaps shard 0 of 'input'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::multi_device_exclusive_scan(group, out, in, 0, plus),
+                       doctest::Contains("overlaps"), std::invalid_argument);
+  // The same spans: in place, leaving the rest of the memory alone.
+  cohort::multi_device_inclusive_scan(group, in, in, plus);
+  const std::vector<int> expected = {1, 2, 3, 4, 5, 1, 1, 1, 1, 1, 6, 7, 8, 9, 10, 1, 1, 1, 1, 1};
+  CHECK(memory.to_host() == expected);
+}
+
+// A scan's scratch (CUB's temporary storage: megabytes for 2^30 values) that the device cannot
+// hand out is out of memory, as its allocation would report it, but named and before anything is
+// enqueued. Before, it was a std::invalid_argument. The test holds the rest of GPU 0 ([serial]).
+TEST_CASE("a scan whose scratch cannot fit is a cuda_error naming the call, device and bytes "
+          "[serial]") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  auto one = cohort::device_group::emulated(d, 1);
+  cohort::distributed_buffer<long long> x(one, std::size_t(1) << 30); // 8 GiB
+  one.synchronize();
+  cohort::scoped_device on(d);
+  cudaMemPool_t pool = nullptr;
+  REQUIRE(cudaDeviceGetMemPool(&pool, d.get()) == cudaSuccess);
+  REQUIRE(cudaMemPoolTrimTo(pool, 0) == cudaSuccess); // nothing spare left in the pool
+  std::vector<void*> held;
+  for (std::size_t chunk = std::size_t(1) << 36; chunk >= (std::size_t(1) << 20);) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, chunk) == cudaSuccess) {
+      held.push_back(p);
+    } else {
+      (void)cudaGetLastError();
+      chunk /= 2;
+    }
+  }
+  std::string what;
+  cudaError_t status = cudaSuccess;
+  int device = -2;
+  try {
+    cohort::multi_device_inclusive_scan(one, x, cuda::std::plus<long long>{});
+  } catch (const cohort::cuda_error& e) {
+    what = e.what();
+    status = e.status();
+    device = e.device();
+  }
+  for (void* p : held)
+    (void)cudaFree(p);
+  CAPTURE(what);
+  CHECK(status == cudaErrorMemoryAllocation);
+  CHECK(device == 0);
+  CHECK(what.find("multi_device_inclusive_scan") != std::string::npos);
+  CHECK(what.find("bytes") != std::string::npos);
+  cohort::multi_device_inclusive_scan(one, x, cuda::std::plus<long long>{}); // fits again
+  one.synchronize();
 }

@@ -1,13 +1,15 @@
 // cohort/algorithms/for_each.cuh — call a device function on every element, on every GPU.
 //
-//   // Element form: f(T&) on every element of a distributed buffer, on the device that owns it
-//   // (f(const T&) over a const buffer).
+//   // Element form: f(T&) on every element of a distributed buffer or view, on the device that
+//   // owns it (f(const T&) over a const buffer or a view of const elements).
 //   cohort::multi_device_for_each(group, x, [] __device__(float& v) { v *= 2; });
 //
 //   // Index form: f(i) for every global index i in [0, n), split over the group.
-//   cohort::multi_device_for_each_n(group, n, [=] __device__(std::size_t i) { out[i] = i; });
-//   cohort::multi_device_for_each_n(group, n, f, cohort::partition::weighted(n, {1, 3}));
-//   cohort::multi_device_for_each_n(group, n, f, balancer);   // adaptive: see adaptive_balancer
+//   cohort::multi_device_for_each(group, cohort::indices(n),
+//                                 [=] __device__(std::size_t i) { out[i] = i; });
+//   cohort::multi_device_for_each(group, cohort::indices(n, cohort::partition::weighted(n, {1, 3})),
+//                                 f);
+//   cohort::multi_device_for_each(group, cohort::indices(n, balancer), f); // see adaptive_balancer
 //
 //   // One device: f(i) for i in [0, n) on a stream.
 //   cohort::for_each_n(stream, n, [=] __device__(std::size_t i) { y[i] = a * in[i] + y[i]; });
@@ -15,10 +17,14 @@
 // Every form enqueues on the group's (or the given) streams and returns without waiting; the
 // kernels are CUB's DeviceFor (what thrust::for_each runs), instantiated in the caller's
 // translation unit. `f` may be an extended __device__ lambda or a function object holding state
-// by value. Order it after other streams' work with `group.fork(origin)`.
+// by value. Order it after other streams' work with `group.fork(origin)`. An index range split by
+// an adaptive_balancer times each member's share and moves work toward the faster members on
+// later calls (never waiting for the timings); that form is refused under capture.
 #pragma once
 
 #include "../detail/nvtx.cuh"
+#include "../distributed/distributed_view.cuh"
+#include "../distributed/indices.cuh"
 #include "../distributed/on_each_shard.cuh"
 #include "../execution/adaptive_balancer.cuh"
 #include "../execution/on_each.cuh"
@@ -27,6 +33,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string_view>
 
 namespace cohort {
 
@@ -67,85 +74,47 @@ void for_each_n(stream_ref stream, std::size_t n, F f) {
   detail::bulk(stream, n, 0, f, "cub::DeviceFor::Bulk (for_each_n)");
 }
 
-namespace detail {
-
-// multi_device_for_each's body, for a buffer (or a const one, whose elements f gets as const T&).
-template <class Buffer, class F>
-void for_each_element(const device_group& group, Buffer& buffer, F f) {
-  const nvtx_range range("multi_device_for_each", "%zu items, %zu members", buffer.size(),
-                         group.size());
-  require_buffer_of_group(buffer, group, "multi_device_for_each", "buffer");
-  refuse_recorded_error("multi_device_for_each", group.device(0).get());
-  on_each_shard(buffer, [&](const auto& s) {
-    const nvtx_range part("multi_device_for_each", "member %zu: %zu items", s.rank, s.data.size());
-    if (s.data.empty()) return;
+// f(element) for every element of `range` (a distributed buffer or view), each on the device that
+// owns it: f(T&), or f(const T&) where the elements are const (a const buffer, a view of const
+// elements: a pass that reads them and writes elsewhere; an f that takes T& does not compile
+// there, failing inside CUB).
+template <distributed_range Range, class F>
+void multi_device_for_each(const device_group& group, Range&& range, F f) {
+  const detail::nvtx_range whole("multi_device_for_each", "%zu items, %zu members", range.size(),
+                                 group.size());
+  detail::require_buffer_of_group(range, group, "multi_device_for_each", "range");
+  detail::refuse_recorded_error("multi_device_for_each", group.device(0).get());
+  for (std::size_t k = 0; k < range.shards(); ++k) {
+    const auto s = range.shard(k);
+    const detail::nvtx_range part("multi_device_for_each", "member %zu: %zu items", k,
+                                  s.data.size());
+    if (s.data.empty()) continue;
+    scoped_device on(s.device);
     check_cuda(cub::DeviceFor::ForEachN(s.data.data(), s.data.size(), f, s.stream.native_handle()),
                "cub::DeviceFor::ForEachN (multi_device_for_each)", s.device.get());
-  });
+  }
 }
 
-} // namespace detail
-
-// f(element) for every element of `buffer`, each on the device that owns it: f(T&), or
-// f(const T&) where the buffer is const (a pass that reads it and writes elsewhere; an f that
-// takes T& does not compile there, failing inside CUB).
-template <class T, class F>
-void multi_device_for_each(const device_group& group, distributed_buffer<T>& buffer, F f) {
-  detail::for_each_element(group, buffer, f);
-}
-template <class T, class F>
-void multi_device_for_each(const device_group& group, const distributed_buffer<T>& buffer, F f) {
-  detail::for_each_element(group, buffer, f);
-}
-
-// f(i) for every global index i in [0, n), member k taking [split.offset(k), + split.count(k)).
+// f(i) for every global index i of `range` (cohort::indices(n[, split | balancer])), member k
+// taking [split.offset(k), + split.count(k)) of the range's split: even, the one it was given, or
+// its balancer's next, which is timed around each member's share.
 template <class F>
-void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
-                             const partition& split) {
-  const detail::nvtx_range range("multi_device_for_each_n", "%zu items, %zu members", n,
-                                 group.size());
-  detail::members_of(group, "multi_device_for_each_n");
-  detail::require_argument(split.parts() == group.size(), "multi_device_for_each_n", "split",
-                           "has " + std::to_string(split.parts()) + " parts but the group has " +
-                               std::to_string(group.size()) + " members.");
-  detail::require_argument(split.size() == n, "multi_device_for_each_n", "split",
-                           "covers " + std::to_string(split.size()) + " items but n is " +
-                               std::to_string(n) + ".");
-  detail::refuse_recorded_error("multi_device_for_each_n", group.device(0).get());
+void multi_device_for_each(const device_group& group, const index_range& range, F f) {
+  adaptive_balancer* const balancer = range.balancer();
+  const detail::nvtx_range whole("multi_device_for_each", "%zu indices, %zu members%s",
+                                 range.size(), group.size(), balancer ? ", adaptive" : "");
+  detail::members_of(group, "multi_device_for_each");
+  detail::refuse_recorded_error("multi_device_for_each", group.device(0).get());
+  // A balancer refuses a capture, by this call's name: its timing events are read on the host on
+  // the next call, and a graph would replay old records.
+  const partition split = range.split_for(group, "multi_device_for_each", "range");
   on_each_member(group, [&](const member& m) {
-    const detail::nvtx_range part("multi_device_for_each_n", "member %zu: %zu items", m.rank,
+    const detail::nvtx_range part("multi_device_for_each", "member %zu: %zu indices", m.rank,
                                   split.count(m.rank));
+    if (balancer) balancer->start(m.rank, m.stream);
     detail::bulk(m.stream, split.count(m.rank), split.offset(m.rank), f,
-                 "cub::DeviceFor::Bulk (multi_device_for_each_n)");
-  });
-}
-
-// The same, split evenly.
-template <class F>
-void multi_device_for_each_n(const device_group& group, std::size_t n, F f) {
-  multi_device_for_each_n(group, n, f,
-                          partition::even(n, detail::members_of(group, "multi_device_for_each_n")));
-}
-
-// The same, split by `balancer`, which times each member's share on this call and moves work
-// toward the faster members on later calls (never waiting for the timings).
-template <class F>
-void multi_device_for_each_n(const device_group& group, std::size_t n, F f,
-                             adaptive_balancer& balancer) {
-  const detail::nvtx_range range("multi_device_for_each_n", "%zu items, %zu members, adaptive", n,
-                                 group.size());
-  detail::members_of(group, "multi_device_for_each_n");
-  detail::refuse_recorded_error("multi_device_for_each_n", group.device(0).get());
-  // Refused under capture, by this call's name: its timing events are read on the host on the
-  // next call, and a graph would replay old records.
-  const partition split = balancer.next_split(group, n, "multi_device_for_each_n", "balancer");
-  on_each_member(group, [&](const member& m) {
-    const detail::nvtx_range part("multi_device_for_each_n", "member %zu: %zu items", m.rank,
-                                  split.count(m.rank));
-    balancer.start(m.rank, m.stream);
-    detail::bulk(m.stream, split.count(m.rank), split.offset(m.rank), f,
-                 "cub::DeviceFor::Bulk (multi_device_for_each_n)");
-    balancer.stop(m.rank, m.stream);
+                 "cub::DeviceFor::Bulk (multi_device_for_each)");
+    if (balancer) balancer->stop(m.rank, m.stream);
   });
 }
 

@@ -17,7 +17,7 @@
 //
 //   cohort::adaptive_balancer balancer(group);
 //   for (int step = 0; step < steps; ++step)
-//     cohort::multi_device_for_each_n(group, n, f, balancer);
+//     cohort::multi_device_for_each(group, cohort::indices(n, balancer), f);
 //   balancer.weights();   // e.g. {0.25, 0.75}
 #pragma once
 

@@ -1,99 +1,177 @@
-// cohort/algorithms/detail/scan.cuh — the pieces of the multi-device scans: the functors CUB's
-// scans write through, and the one-thread kernels that hand each member's carry to the next.
+// cohort/algorithms/detail/scan.cuh — the multi-device scan's member loop: each member's total,
+// the carry handed down the ranks, and each member's CUB scan seeded with it (scan.cuh says how
+// and why; the entry points there check the arguments first).
 #pragma once
 
-#include "../../detail/narrow_floats.cuh"
+#include "../../communication/operators.cuh"
+#include "../../detail/nvtx.cuh"
+#include "../../detail/one_capture.cuh"
+#include "../../detail/peer_copy.cuh"
+#include "../../execution/device_group.cuh"
 #include "../../execution/launch.cuh"
+#include "../../streams/event.cuh"
+#include "scan_kernels.cuh"
+#include "scratch.cuh"
 
-#include <cuda/functional>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/tabulate_output_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
+#include <cub/device/device_scan.cuh>
 
+#include <algorithm>
 #include <cstddef>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
 
 namespace cohort::detail {
 
-// Written through a tabulate_output_iterator by a scan that is run for its last value only: the
-// shard's total, which the next members need before their own scan.
-template <class T>
-struct keep_last {
-  T* total;
-  std::ptrdiff_t last;
-  template <class U>
-  __device__ void operator()(std::ptrdiff_t i, const U& value) const {
-    if (i == last) *total = convert<T>(value);
+// A CUB call's status; the message is built only when it failed.
+inline void check_cub_scan(cudaError_t status, std::string_view function, bool size_query,
+                           int device,
+                           std::source_location where = std::source_location::current()) {
+  if (status != cudaSuccess) [[unlikely]]
+    check_cuda(status,
+               std::string(size_query ? "cub::DeviceScan (size query, " : "cub::DeviceScan (") +
+                   std::string(function) + ")",
+               device, where);
+}
+
+// Scans, on member k, `input_of(k)` (an iterator over split.count(k) values of T) into out's shard
+// k, where `out` is a writable distributed range of T over `group` (checked by the caller);
+// `init` is the exclusive scan's first value (unused, and may be null, for the inclusive one).
+template <bool Exclusive, class T, class InputOf, class Out, class Op>
+void scan_over_members(const device_group& group, InputOf input_of, Out& out, const T* init,
+                       Op given_op, std::string_view function) {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>,
+                "cohort scans need a trivially copyable, default-constructible type (CUB's scan "
+                "makes values of it).");
+  refuse_average<Op>();
+  const nvtx_range range(function, "%zu items, %zu members", out.size(), group.size());
+  const auto op = scan_operator<T>(given_op);
+  using ScanOp = std::remove_const_t<decltype(op)>;
+  // Member k waits for member k-1's carry: all in one capture, or none.
+  const bool capturing = require_one_capture(
+      group.size(), [&](std::size_t k) { return group.stream(k); }, function);
+  refuse_recorded_error(function, group.device(0).get());
+  const std::size_t members = group.size();
+  if (capturing)
+    for (std::size_t k = 0; k + 1 < members; ++k)
+      if (!pool_reaches(group.device(k), group.device(k + 1)))
+        require_capturable_copy(group.device(k), group.device(k + 1), function,
+                                "member " + std::to_string(k) + "'s copy of its carry to member " +
+                                    std::to_string(k + 1));
+  const partition& split = out.split();
+  std::vector<bool> has_carry(members);
+  bool before = Exclusive; // init counts as an element before shard 0
+  for (std::size_t k = 0; k < members; ++k) {
+    has_carry[k] = before;
+    before = before || split.count(k) > 0;
   }
-};
 
-// An exclusive scan seeded with the carry gives e[i] = carry . x[0] ... x[i-1]; the inclusive
-// result is e[i] . x[i]. Reading x[i] just before writing out[i] is safe in place: each element is
-// written once, by the thread that reads it here, after CUB has loaded the tile. e[i] comes in
-// CUB's accumulator type (the operator's result: float for a float sum of __half) and is applied
-// as CUB would, op(accumulator, x[i]), then rounded to T once (rounding e[i] to T first rounded
-// every element twice, session 13).
-template <class T, class In, class Op>
-struct apply_last_element {
-  In in;
-  T* out;
-  Op op;
-  template <class U>
-  __device__ void operator()(std::ptrdiff_t i, const U& exclusive) const {
-    out[i] = convert<T>(op(exclusive, convert<T>(in[i])));
+  // The CUB calls, for the size queries (temp == nullptr) and for the run.
+  auto last_pass = [&](std::size_t k, void* temp, std::size_t& bytes, T* total) {
+    const std::ptrdiff_t c = static_cast<std::ptrdiff_t>(split.count(k));
+    return cub::DeviceScan::InclusiveScan(
+        temp, bytes, input_of(k), thrust::make_tabulate_output_iterator(keep_last<T>{total, c - 1}),
+        op, split.count(k), group.stream(k).native_handle());
+  };
+  auto scan_pass = [&](std::size_t k, void* temp, std::size_t& bytes, T* carry) {
+    T* target = out.shard(k).data.data();
+    const cudaStream_t stream = group.stream(k).native_handle();
+    if constexpr (Exclusive) {
+      return cub::DeviceScan::ExclusiveScan(temp, bytes, input_of(k), target, op,
+                                            cub::FutureValue<T>(carry), split.count(k), stream);
+    } else {
+      if (!has_carry[k])
+        return cub::DeviceScan::InclusiveScan(temp, bytes, input_of(k), target, op, split.count(k),
+                                              stream);
+      using In = decltype(input_of(k));
+      const apply_last_element<T, In, ScanOp> apply{input_of(k), target, op};
+      return cub::DeviceScan::ExclusiveScan(temp, bytes, input_of(k),
+                                            thrust::make_tabulate_output_iterator(apply), op,
+                                            cub::FutureValue<T>(carry), split.count(k), stream);
+    }
+  };
+  auto needs_total = [&](std::size_t k) { return split.count(k) > 0 && k + 1 < members; };
+
+  std::vector<std::size_t> temp_bytes(members, 1), need(members);
+  for (std::size_t k = 0; k < members; ++k) {
+    scoped_device on(group.device(k));
+    std::size_t bytes = 0;
+    if (needs_total(k)) {
+      check_cub_scan(last_pass(k, nullptr, bytes, nullptr), function, true, group.device(k).get());
+      temp_bytes[k] = std::max(temp_bytes[k], bytes);
+    }
+    if (split.count(k) > 0) {
+      bytes = 0;
+      check_cub_scan(scan_pass(k, nullptr, bytes, nullptr), function, true, group.device(k).get());
+      temp_bytes[k] = std::max(temp_bytes[k], bytes);
+    }
+    need[k] = 3 * align_up(sizeof(T)) + align_up(temp_bytes[k]);
   }
-};
+  // Out of memory is a cuda_error (cudaErrorMemoryAllocation) naming the call, the member's device
+  // and the bytes, thrown before anything is enqueued.
+  require_scratch_fits(group, need, function);
 
-// Whether nvcc cannot tell Op's result type in host code: an extended __device__ lambda without a
-// trailing return type (CUB reads that type on the host, and CCCL's static_assert refuses it).
-template <class Op>
-constexpr bool result_type_hidden() {
-#if defined(__NVCC__) && defined(__CUDACC_EXTENDED_LAMBDA__)
-  return __nv_is_extended_device_lambda_closure_type(Op) &&
-         !__nv_is_extended_host_device_lambda_closure_type(Op) &&
-         !__nv_is_extended_device_lambda_with_preserved_return_type(Op);
-#else
-  return false;
-#endif
-}
+  std::vector<scratch> memory;
+  std::vector<event> allocated, handed;
+  memory.reserve(members);
+  allocated.reserve(members);
+  handed.reserve(members);
+  std::vector<T*> carry(members), next(members), total(members);
+  std::vector<void*> temp(members);
+  for (std::size_t k = 0; k < members; ++k) {
+    memory.emplace_back(need[k], group.stream(k), group.memory_resource(k));
+    carry[k] = memory[k].take<T>(1);
+    next[k] = memory[k].take<T>(1);
+    total[k] = memory[k].take<T>(1);
+    temp[k] = memory[k].rest();
+    allocated.emplace_back(group.device(k));
+    allocated[k].record(group.stream(k)); // the peer copy from member k-1 lands after this
+    handed.emplace_back(group.device(k));
+  }
+  // Member k's carry slot is written by member k-1's copy: should anything below throw, every
+  // member's stream waits for its predecessor's hand-off before its scratch is freed (an event
+  // never recorded is complete at once).
+  struct wait_for_hand_offs {
+    const device_group& group;
+    const std::vector<event>& handed;
+    bool finished = false;
+    ~wait_for_hand_offs() {
+      if (finished) return;
+      for (std::size_t k = 1; k < group.size() && k - 1 < handed.size(); ++k)
+        on_device_quietly(group.device(k), [&] {
+          ignore_cuda_error(cudaStreamWaitEvent(group.stream(k).native_handle(),
+                                                handed[k - 1].native_handle(), 0));
+        });
+    }
+  } guard{group, handed};
+  if constexpr (Exclusive) launch(group.stream(0), {}, store_value<T>, carry[0], *init);
 
-// The operator as CUB gets it: one whose result type is hidden is taken as returning T; any other
-// goes as it is, so that CUB accumulates in its result type.
-template <class T, class Op>
-auto scan_operator(Op op) {
-  if constexpr (result_type_hidden<Op>())
-    return cuda::proclaim_return_type<T>(op);
-  else
-    return op;
-}
-
-// f(offset + i) as a T: the input of the index forms.
-template <class T, class F>
-struct value_at_index {
-  F f;
-  std::size_t offset;
-  __device__ T operator()(std::size_t i) const { return convert<T>(f(offset + i)); }
-};
-
-template <class T, class F>
-auto index_input(F f, std::size_t offset) {
-  return thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
-                                         value_at_index<T, F>{f, offset});
-}
-
-// next = carry . total, with either missing where the host knows it is (no earlier element, an
-// empty shard). The carry goes on the left: the operator need not commute.
-template <class T, class Op>
-__global__ void chain_carry(const T* carry, bool has_carry, const T* total, bool has_total, T* next,
-                            Op op) {
-  if (has_carry && has_total)
-    *next = convert<T>(op(*carry, *total));
-  else
-    *next = has_carry ? *carry : *total;
-}
-
-template <class T>
-__global__ void store_value(T* target, T value) {
-  *target = value;
+  for (std::size_t k = 0; k < members; ++k) {
+    const stream_ref stream = group.stream(k);
+    const int device = group.device(k).get();
+    scoped_device on(group.device(k));
+    const bool has_total = split.count(k) > 0;
+    if (needs_total(k))
+      check_cub_scan(last_pass(k, temp[k], temp_bytes[k], total[k]), function, false, device);
+    if (k > 0) stream.wait(handed[k - 1]);
+    if (k + 1 < members) {
+      if (has_carry[k] || has_total) {
+        launch(stream, {}, chain_carry<T, ScanOp>, carry[k], static_cast<bool>(has_carry[k]),
+               total[k], has_total, next[k], op);
+        stream.wait(allocated[k + 1]);
+        copy_between_devices(carry[k + 1], group.device(k + 1), next[k], group.device(k), sizeof(T),
+                             stream, capturing, function);
+      }
+      handed[k].record(stream);
+    }
+    if (has_total)
+      check_cub_scan(scan_pass(k, temp[k], temp_bytes[k], carry[k]), function, false, device);
+  }
+  // `memory` is freed on each member's stream after its scan; member k+1's slot, written by
+  // member k's copy, is freed after member k+1 waited for that copy.
+  guard.finished = true;
 }
 
 } // namespace cohort::detail
