@@ -1,14 +1,16 @@
 // Multi-device sorts against std::stable_sort on the host, on groups of 1, 2, 3 and 5: sizes 0,
 // 1, fewer than the members, primes and 2^20 + 3; keys all equal, sorted, reversed, few distinct
-// and random; uint32, uint64, int, float, double, __half and __nv_bfloat16 keys in CUB's order (-0.0 equal to
-// +0.0, NaNs by sign at the ends), descending, a comparator for a user type, values following
-// their keys stably; the same staged through host memory in several runs and pieces per member,
-// forced and as the fallback for too little device memory; outputs poisoned first; bad arguments
-// and too little memory refused.
+// and random; uint32, uint64, int, float, double, __half and __nv_bfloat16 keys in CUB's order
+// (-0.0 equal to +0.0, NaNs by sign at the ends), descending, a comparator for a user type, values
+// following their keys stably; the same staged through host memory in several runs and pieces per
+// member, forced and as the fallback for too little device memory; distributed_views of the
+// user's own cudaMalloc memory; outputs poisoned first; bad arguments refused, and too little
+// memory reported as out of memory.
 #include "scan_sort_checks.cuh"
 
 #include <doctest/doctest.h>
 
+#include <cuda/std/span>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -323,21 +325,29 @@ TEST_CASE("a comparator sorts a user type stably, values following") {
   check_comparator_sort();
 }
 
-TEST_CASE("sorts refuse mismatched values, a capture, and an input whose scratch cannot fit "
-          "[serial]") {
+TEST_CASE("sorts refuse mismatched values and a capture, and report scratch that cannot fit as out "
+          "of memory [serial]") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   cohort::distributed_buffer<std::uint32_t> keys(group, 100);
   cohort::distributed_buffer<std::uint32_t> values(group, cohort::partition::weighted(100, {1, 3}));
   CHECK_THROWS_AS(cohort::multi_device_sort_by_key(group, keys, values), std::invalid_argument);
+  // Values that are the keys' own memory, through a view.
+  try {
+    cohort::multi_device_sort_by_key(group, keys, keys.view());
+    FAIL("the sort should have refused");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("shares memory") != std::string::npos);
+  }
 
   CHECK_THROWS_AS(
       (void)cohort::group_graph::capture(group, [&] { cohort::multi_device_sort(group, keys); }),
       std::logic_error);
 
   // A single-member group on GPU 0 with a shard of 60% of the free memory, kept on the device: the
-  // sort needs as much again, and says so, naming the member and the bytes, before enqueuing
-  // anything. (By itself it would stage the runs through host memory instead: the case below.)
+  // sort needs as much again, and says so as out of memory, naming the member, the device and the
+  // bytes, before enqueuing anything. (By itself it would stage the runs through host memory
+  // instead: the case below.)
   const sort_tuning_scope on_devices({cohort::detail::sort_staging::on_devices, 0});
   auto one = cohort::device_group::emulated(cohort::device_ref{0}, 1);
   const std::size_t free = cohort::memory_info(cohort::device_ref{0}).free;
@@ -346,10 +356,14 @@ TEST_CASE("sorts refuse mismatched values, a capture, and an input whose scratch
   try {
     cohort::multi_device_sort(one, big);
     FAIL("the sort should have refused");
-  } catch (const std::invalid_argument& e) {
+  } catch (const cohort::cuda_error& e) {
     const std::string what = e.what();
-    CHECK(what.find("member 0") != std::string::npos);
-    CHECK(what.find("bytes") != std::string::npos);
+    CAPTURE(what);
+    CHECK(e.status() == cudaErrorMemoryAllocation);
+    CHECK(e.device() == 0);
+    CHECK(what.find("multi_device_sort") != std::string::npos);
+    CHECK(what.find("member 0 (device 0)") != std::string::npos);
+    CHECK(what.find("bytes can be allocated there") != std::string::npos);
   }
 }
 
@@ -579,4 +593,127 @@ TEST_CASE(
   CHECK(plans.back()[0] < plans.front()[0]);
   CHECK(plans.back()[0] <= free_at_last_plan);
   CHECK(first_difference(read_back(one, k), expected) == n);
+}
+
+namespace {
+
+// The user's own memory, one cudaMalloc per member on its device, freed at the end.
+template <class T>
+struct user_memory {
+  std::vector<T*> pointers;
+  std::vector<cuda::std::span<T>> spans;
+  const cohort::device_group& group;
+
+  user_memory(const cohort::device_group& g, const cohort::partition& split)
+      : group(g) {
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      cohort::scoped_device on(group.device(i));
+      T* p = nullptr;
+      if (split.count(i) > 0) REQUIRE(cudaMalloc(&p, split.count(i) * sizeof(T)) == cudaSuccess);
+      pointers.push_back(p);
+      spans.emplace_back(p, split.count(i));
+    }
+  }
+  user_memory(const user_memory&) = delete;
+  user_memory& operator=(const user_memory&) = delete;
+  ~user_memory() {
+    for (std::size_t i = 0; i < pointers.size(); ++i) {
+      cohort::scoped_device on(group.device(i));
+      cudaFree(pointers[i]);
+    }
+  }
+
+  // Synchronous both ways: the copies in finished on their devices before the sort's streams run,
+  // and the sort finished (group.synchronize()) before the copies out.
+  void fill(const std::vector<T>& host) {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      cohort::scoped_device on(group.device(i));
+      REQUIRE(cudaMemcpy(spans[i].data(), host.data() + at, spans[i].size_bytes(),
+                         cudaMemcpyHostToDevice) == cudaSuccess);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      at += spans[i].size();
+    }
+  }
+  std::vector<T> read() const {
+    group.synchronize();
+    std::vector<T> host;
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      cohort::scoped_device on(group.device(i));
+      std::vector<T> part(spans[i].size());
+      REQUIRE(cudaMemcpy(part.data(), spans[i].data(), spans[i].size_bytes(),
+                         cudaMemcpyDeviceToHost) == cudaSuccess);
+      host.insert(host.end(), part.begin(), part.end());
+    }
+    return host;
+  }
+};
+
+} // namespace
+
+// distributed_views of the user's cudaMalloc memory, on an uneven partition, sorted (keys alone,
+// and keys with their positions as values) on the devices where the group can, and staged in
+// blocks, against std::stable_sort of random keys: all distinct nearly, and few distinct (ties
+// across members and runs, so the values show stability). A view passed as a temporary, and a
+// view of keys with a buffer of values, too.
+TEST_CASE("sorts of distributed_views over the user's cudaMalloc memory match the host") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const std::size_t n = 100003;
+  for (std::size_t members : {std::size_t(1), std::size_t(2), std::size_t(3)})
+    SUBCASE(members_subcase(members).c_str()) {
+      for (const bool staged : {false, true})
+        SUBCASE(staged ? "staged in blocks" : "as planned") {
+          for (pattern kind : {pattern::random, pattern::few})
+            SUBCASE(pattern_subcase(kind).c_str()) {
+              const sort_tuning_scope tuning(staged ? staged_in_blocks
+                                                    : cohort::detail::sort_tuning{});
+              auto group = cohort::testing::group_of(members);
+              std::vector<std::size_t> counts(members);
+              std::size_t given = 0;
+              for (std::size_t i = 0; i < members; ++i) // member i holds about i + 1 shares
+                given += counts[i] = n * (i + 1) / (members * (members + 1) / 2);
+              counts.back() += n - given;
+              const auto split = cohort::partition::from_counts(counts);
+
+              const std::vector<std::uint32_t> keys =
+                  make_keys<std::uint32_t>(n, kind, 41 + unsigned(members));
+              std::vector<std::uint32_t> order(n);
+              for (std::size_t i = 0; i < n; ++i)
+                order[i] = std::uint32_t(i);
+              const std::vector<std::uint32_t> positions = order;
+              std::stable_sort(order.begin(), order.end(),
+                               [&](std::uint32_t a, std::uint32_t b) { return keys[a] < keys[b]; });
+              std::vector<std::uint32_t> expected(n);
+              for (std::size_t i = 0; i < n; ++i)
+                expected[i] = keys[order[i]];
+
+              // Keys alone, through a temporary view.
+              user_memory<std::uint32_t> k(group, split);
+              k.fill(keys);
+              cohort::multi_device_sort(group,
+                                        cohort::distributed_view<std::uint32_t>(group, k.spans));
+              CHECK(first_difference(k.read(), expected) == n);
+
+              // Keys with values, both views (the values' a const one: a view is shallow).
+              user_memory<std::uint32_t> v(group, split);
+              k.fill(keys);
+              v.fill(positions);
+              cohort::distributed_view<std::uint32_t> key_view(group, k.spans);
+              const cohort::distributed_view<std::uint32_t> value_view(group, v.spans);
+              cohort::multi_device_sort_by_key(group, key_view, value_view);
+              CHECK(first_difference(k.read(), expected) == n);
+              CHECK(first_difference(v.read(), order) == n);
+              CHECK(key_view.split().counts() == counts);
+
+              // A view of keys with a buffer of values on the same partition.
+              cohort::distributed_buffer<std::uint32_t> b(group, split);
+              b.fill_bytes(cohort::testing::poison_byte);
+              b.copy_from_host(positions);
+              k.fill(keys);
+              cohort::multi_device_sort_by_key(group, key_view, b);
+              CHECK(first_difference(k.read(), expected) == n);
+              CHECK(first_difference(read_back(group, b), order) == n);
+            }
+        }
+    }
 }

@@ -5,7 +5,6 @@
 #pragma once
 
 #include "../../devices/scoped_device.cuh"
-#include "../../errors/argument_error.cuh"
 #include "../../errors/cuda_error.cuh"
 #include "../../execution/device_group.cuh"
 
@@ -15,6 +14,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <source_location>
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,26 @@ inline std::size_t available_host_bytes() {
   return available;
 }
 
+// Staging that the host cannot give is out of memory, as the device scratch's shortfall is: a
+// cuda_error with cudaErrorMemoryAllocation naming the call, member 0's device (whose context
+// allocates the staging) and the bytes; `available` is what the host had, or unknown when
+// cudaHostAlloc itself failed; `reason` (may be empty) says why the runs are staged.
+[[noreturn]] inline void throw_host_staging_shortfall(
+    std::string_view function, std::size_t bytes, std::optional<std::size_t> available, int device,
+    std::string_view reason = {}, std::source_location where = std::source_location::current()) {
+  std::string context(reason);
+  context += reason.empty() ? "Staging" : "; staging";
+  context += " the sorted runs in host memory needs " + std::to_string(bytes) +
+             " bytes of page-locked host memory, and ";
+  context += available ? "the host has " + std::to_string(*available) + " available"
+                       : std::string("cudaHostAlloc could not get them");
+  context += "; free host memory, raise the locked-memory limit, or spread the data over more "
+             "members or machines.";
+  throw cuda_error(cudaErrorMemoryAllocation,
+                   "cohort::" + std::string(function) + " (page-locked host staging)", device,
+                   where, context);
+}
+
 // `bytes` of page-locked host memory, portable to and mapped into every device. Freed only after
 // every member's stream has finished what was enqueued on it: copies and kernels read and write
 // it asynchronously, and nothing else says when they are done. That wait is bounded by the
@@ -65,19 +86,17 @@ class host_staging {
     void* p = nullptr;
     const cudaError_t status =
         cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
-    // Out of page-locked memory is the caller's to fix, as a precheck that failed would say.
-    if (status == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      throw_invalid_argument(function, "keys",
-                             "staging the sorted runs needs " + std::to_string(bytes) +
-                                 " bytes of page-locked host memory, and cudaHostAlloc could not "
-                                 "get them; free host memory, raise the locked-memory limit, or "
-                                 "spread the data over more members or machines.");
+    if (status != cudaSuccess) [[unlikely]] {
+      // Out of page-locked memory reads as the precheck's shortfall would have.
+      if (status == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        throw_host_staging_shortfall(function, bytes, std::nullopt, group.device(0).get());
+      }
+      check_cuda(status,
+                 "cudaHostAlloc (" + std::string(function) + ", " + std::to_string(bytes) +
+                     " bytes of host staging)",
+                 group.device(0).get());
     }
-    check_cuda(status,
-               "cudaHostAlloc (" + std::string(function) + ", " + std::to_string(bytes) +
-                   " bytes of host staging)",
-               group.device(0).get());
     data_ = static_cast<unsigned char*>(p);
   }
   host_staging(const host_staging&) = delete;

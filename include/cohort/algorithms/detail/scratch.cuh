@@ -1,16 +1,19 @@
 // cohort/algorithms/detail/scratch.cuh — the per-member scratch of scan and sort: checked against
 // what each device can still hand out before any work is enqueued, then carved from one
-// stream-ordered allocation per member.
+// stream-ordered allocation per member. Scratch that does not fit is out of memory (a cuda_error
+// with cudaErrorMemoryAllocation naming the call, the device and the bytes), as the allocation
+// itself would have reported it, only before anything was enqueued.
 #pragma once
 
 #include "../../devices/properties.cuh"
 #include "../../devices/scoped_device.cuh"
-#include "../../errors/argument_error.cuh"
 #include "../../errors/cuda_error.cuh"
 #include "../../execution/device_group.cuh"
 #include "../../memory/device_buffer.cuh"
 
 #include <cstddef>
+#include <optional>
+#include <source_location>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,14 +42,33 @@ inline std::size_t allocatable_bytes(device_ref device) {
   return info.free + static_cast<std::size_t>(reserved > used ? reserved - used : 0);
 }
 
-// Why member k's `need[k]` bytes of scratch do not fit, naming the member, its device and the
-// bytes (members sharing a device, as in an emulated group, add up), or "" when they all fit.
-// Nothing to say while a member's stream is being captured: the scratch is allocated when the
-// graph is launched, not now (and cudaMemGetInfo is no call to make inside a global-mode capture).
-inline std::string scratch_shortfall(const device_group& group,
-                                     const std::vector<std::size_t>& need) {
+// A device whose members' scratch does not fit: the member that needs the most there, and the
+// bytes. Members sharing a device (as in an emulated group) add up.
+struct scratch_shortfall {
+  std::size_t member = 0;
+  int device = no_device;
+  std::size_t needs = 0;     // the member's scratch
+  std::size_t total = 0;     // every member's on the device
+  std::size_t available = 0; // what the device can allocate
+
+  // Made only where a shortfall was found.
+  std::string text() const {
+    return "member " + std::to_string(member) + " (device " + std::to_string(device) + ") needs " +
+           std::to_string(needs) + " bytes of scratch, and the members on device " +
+           std::to_string(device) + " need " + std::to_string(total) + " in all, but only " +
+           std::to_string(available) + " bytes can be allocated there";
+  }
+};
+
+// The first device whose members' `need[k]` bytes do not fit, or nothing when they all fit.
+// Nothing while a member's stream is being captured: the scratch is allocated when the graph is
+// launched, not now (and cudaMemGetInfo is no call to make inside a global-mode capture). Only
+// members that allocate from the device's pool are checked: another memory resource (a caching
+// allocator holds memory the driver counts as used) answers for itself when it is asked.
+inline std::optional<scratch_shortfall>
+find_scratch_shortfall(const device_group& group, const std::vector<std::size_t>& need) {
   for (std::size_t k = 0; k < group.size(); ++k)
-    if (group.stream(k).is_capturing()) return {};
+    if (group.stream(k).is_capturing()) return std::nullopt;
   std::vector<device_ref> seen;
   for (std::size_t k = 0; k < group.size(); ++k) {
     const device_ref device = group.device(k);
@@ -55,37 +77,47 @@ inline std::string scratch_shortfall(const device_group& group,
       first = first && !(d == device);
     if (!first) continue;
     seen.push_back(device);
-    std::size_t total = 0, largest = 0, largest_rank = k;
+    scratch_shortfall s{k, device.get(), 0, 0, 0};
     for (std::size_t j = k; j < group.size(); ++j)
-      if (group.device(j) == device) {
-        total += need[j];
-        if (need[j] > largest) largest = need[j], largest_rank = j;
+      if (group.device(j) == device && group_memory_access::uses_device_pool(group, j)) {
+        s.total += need[j];
+        if (need[j] > s.needs) s.needs = need[j], s.member = j;
       }
-    if (total == 0) continue;
-    const std::size_t available = allocatable_bytes(device);
-    if (total <= available) continue;
-    return "member " + std::to_string(largest_rank) + " (device " + std::to_string(device.get()) +
-           ") needs " + std::to_string(largest) + " bytes of scratch, and the members on device " +
-           std::to_string(device.get()) + " need " + std::to_string(total) + " in all, but only " +
-           std::to_string(available) + " bytes can be allocated there";
+    if (s.total == 0) continue;
+    s.available = allocatable_bytes(device);
+    if (s.total > s.available) return s;
   }
-  return {};
+  return std::nullopt;
 }
 
-// Throws std::invalid_argument with scratch_shortfall's reason when the scratch does not fit.
+// Throws the out-of-memory cuda_error for `shortfall`, naming `function`'s scratch, the device and
+// the bytes; `advice` (may be empty) says what to do.
+[[noreturn]] inline void
+throw_scratch_shortfall(const scratch_shortfall& shortfall, std::string_view function,
+                        std::string_view advice,
+                        std::source_location where = std::source_location::current()) {
+  std::string context = "Scratch: " + shortfall.text();
+  context += advice.empty() ? "." : "; ";
+  context += advice;
+  throw cuda_error(cudaErrorMemoryAllocation, "cohort::" + std::string(function) + " (scratch)",
+                   shortfall.device, where, context);
+}
+
+// Throws the out-of-memory cuda_error when the members' scratch does not fit.
 inline void require_scratch_fits(const device_group& group, const std::vector<std::size_t>& need,
-                                 std::string_view function, std::string_view argument) {
-  const std::string shortfall = scratch_shortfall(group, need);
-  if (!shortfall.empty())
-    throw_invalid_argument(function, argument,
-                           shortfall + "; free memory, or spread the data over more members.");
+                                 std::string_view function,
+                                 std::source_location where = std::source_location::current()) {
+  if (const std::optional<scratch_shortfall> shortfall = find_scratch_shortfall(group, need))
+      [[unlikely]]
+    throw_scratch_shortfall(*shortfall, function, "spread the data over more members.", where);
 }
 
-// One member's scratch: slices of one allocation, each aligned for any type.
+// One member's scratch: slices of one allocation (from the group's memory resource), each aligned
+// for any type.
 class scratch {
  public:
-  scratch(std::size_t bytes, stream_ref stream)
-      : memory_(bytes, stream) {}
+  scratch(std::size_t bytes, stream_ref stream, memory_resource_ref resource)
+      : memory_(bytes, stream, resource) {}
   template <class T>
   T* take(std::size_t count) {
     T* p = reinterpret_cast<T*>(memory_.data() + used_);

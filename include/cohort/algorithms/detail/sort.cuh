@@ -1,175 +1,298 @@
-// cohort/algorithms/detail/sort.cuh — the pieces of the multi-device sort: CUB's radix order as a
-// comparator, the total order that makes merges stable, and the kernel that finds, for every
-// piece of the sorted result, which part of every sorted run falls in it.
+// cohort/algorithms/detail/sort.cuh — the multi-device sort as one sequence of phases: plan (and
+// take the scratch); sort each member's runs; find the split table; merge each member's parts
+// into its shard. Where the runs wait between the phases (on the devices or staged through host
+// memory) is the strategy the plan chose (sort_runs.cuh).
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-#include <thrust/iterator/transform_output_iterator.h>
+#include "../../detail/nvtx.cuh"
+#include "../../devices/scoped_device.cuh"
+#include "../../distributed/distributed_view.cuh"
+#include "../../distributed/on_each_shard.cuh"
+#include "../../errors/argument_error.cuh"
+#include "../../errors/cuda_error.cuh"
+#include "../../execution/device_group.cuh"
+#include "../../execution/graph.cuh"
+#include "../../execution/launch.cuh"
+#include "../../partitioning/partition.cuh"
+#include "scratch.cuh"
+#include "sort_cub.cuh"
+#include "sort_kernels.cuh"
+#include "sort_plan.cuh"
+#include "sort_runs.cuh"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace cohort::detail {
 
-// Types CUB's radix sort orders without a decomposer: its traits cover bool, char, the signed and
-// unsigned integers, float, double, __half and __nv_bfloat16, not the other character types.
-template <class K>
-inline constexpr bool is_wide_character_v =
-    std::is_same_v<K, wchar_t> || std::is_same_v<K, char8_t> || std::is_same_v<K, char16_t> ||
-    std::is_same_v<K, char32_t>;
-template <class K>
-inline constexpr bool radix_sortable_v =
-    (std::is_arithmetic_v<K> && sizeof(K) <= 8 && !is_wide_character_v<std::remove_cv_t<K>>) ||
-    std::is_same_v<K, __half> || std::is_same_v<K, __nv_bfloat16>;
-
-template <class K>
-using ordered_bits_t = std::conditional_t<
-    sizeof(K) == 1, std::uint8_t,
-    std::conditional_t<sizeof(K) == 2, std::uint16_t,
-                       std::conditional_t<sizeof(K) == 4, std::uint32_t, std::uint64_t>>>;
-
-// The unsigned value CUB's radix sort orders a key by: unsigned keys as they are, signed ones with
-// the sign bit flipped, floating-point ones with the sign bit flipped (positive) or every bit
-// flipped (negative), -0.0 first turned into +0.0 since CUB sorts the two as equal. NaNs land
-// where their bits put them: positive NaNs after +inf, negative ones before -inf.
-template <class K>
-__host__ __device__ ordered_bits_t<K> radix_ordered(const K& key) {
-  using bits_t = ordered_bits_t<K>;
-  bits_t bits;
-  memcpy(&bits, &key, sizeof(K));
-  constexpr bits_t sign = bits_t(bits_t(1) << (8 * sizeof(K) - 1));
-  if constexpr (std::is_integral_v<K> && std::is_unsigned_v<K>) {
-    return bits;
-  } else if constexpr (std::is_integral_v<K>) {
-    return bits_t(bits ^ sign);
-  } else {
-    if (bits == sign) bits = 0;
-    return (bits & sign) ? bits_t(~bits) : bits_t(bits ^ sign);
-  }
-}
-
-// CUB's radix order (descending: its reverse) as a comparator, for the merges and the splits.
-template <class K, bool Descending>
-struct radix_less {
-  __host__ __device__ bool operator()(const K& a, const K& b) const {
-    return Descending ? radix_ordered(b) < radix_ordered(a) : radix_ordered(a) < radix_ordered(b);
-  }
-};
-
-template <class Less>
-inline constexpr bool is_radix_less_v = false;
-template <class K, bool Descending>
-inline constexpr bool is_radix_less_v<radix_less<K, Descending>> = true;
-
-// A key with its position in the buffer being merged: cub::DeviceMerge is unstable, but with
-// the position breaking ties between equal keys no two elements are equal, so the merge of two
-// adjacent runs keeps every equal key of the left run before those of the right one.
-template <class K>
-struct positioned {
-  K key;
-  std::int64_t at;
-};
-
-template <class K>
-struct position_keys {
-  const K* keys;
-  std::int64_t base;
-  __host__ __device__ positioned<K> operator()(std::int64_t i) const { return {keys[i], base + i}; }
-};
-
-template <class K>
-struct drop_position {
-  __host__ __device__ K operator()(const positioned<K>& p) const { return p.key; }
-};
-
-template <class Less>
-struct by_key_then_position {
+// What is sorted: each member's shard of the keys (and values), their split, the order.
+template <class K, class V, class Less>
+struct sort_job {
+  const device_group& group;
+  const partition& split;
+  std::vector<sort_arrays<K, V>> shards;
   Less less;
-  template <class K>
-  __host__ __device__ bool operator()(const positioned<K>& a, const positioned<K>& b) const {
-    if (less(a.key, b.key)) return true;
-    if (less(b.key, a.key)) return false;
-    return a.at < b.at;
-  }
+  std::string_view function;
+
+  // Member k's shard from element `at` on.
+  sort_arrays<K, V> shard(std::size_t k, std::size_t at) const { return shards[k].at(at); }
 };
 
-// A run's keys, each with its position `first + i` in the member's output.
-template <class K>
-auto positioned_run(const K* keys, std::int64_t first) {
-  return thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0),
-                                         position_keys<K>{keys, first});
+// 1. Each member sorts its runs: on the devices its shard into scratch; staged, each chunk (through
+// the block) and then out to host memory.
+template <class K, class V, class Less, class Runs>
+void sort_each_run(const sort_job<K, V, Less>& job, const sort_plan& plan, const Runs& runs,
+                   sort_events& events) {
+  const device_group& group = job.group;
+  for (std::size_t r = 0; r < plan.runs.size(); ++r) {
+    const run_span& run = plan.runs[r];
+    const std::size_t k = run.member, c = run.count;
+    const stream_ref stream = group.stream(k);
+    scoped_device on(group.device(k));
+    const sort_arrays<K, V> in = job.shard(k, run.first - job.split.offset(k));
+    const sort_arrays<K, V> out = runs.sort_into(k, in, c, stream);
+    bool in_holds_result = false;
+    std::size_t bytes = plan.temp_bytes[k];
+    check_sort_step(sort_shard<K, V>(runs.member(k).temp, bytes, in, out, c, job.less,
+                                     stream.native_handle(), in_holds_result),
+                    "cub sort", job.function, group.device(k).get());
+    runs.keep(r, in_holds_result ? in : out, in_holds_result, c, stream);
+  }
+  for (std::size_t k = 0; k < group.size(); ++k)
+    events.done_sorting[k].record(group.stream(k));
 }
 
-template <class K>
-auto unpositioned_output(K* keys) {
-  return thrust::make_transform_output_iterator(keys, drop_position<K>{});
-}
+// For each cut of the output and each run, how many of the run's keys rank below the cut.
+struct split_table {
+  std::size_t runs = 0, cuts = 0;
+  std::vector<std::size_t> at_cut; // at_cut[c * runs + r]: run r's keys below cuts[c]
 
-inline constexpr std::size_t max_sort_members = 64;
-// Sorted runs the merges combine: one per member when they stay on the GPUs, a member's chunks
-// when they are staged through host memory. Each member's output is cut into at most
-// max_sort_runs / members pieces, so at most max_sort_runs - 1 ranks cut the output.
-inline constexpr std::size_t max_sort_runs = 64;
-
-// The sorted runs, in input order, and the global ranks where the output is cut: passed by value
-// to the split kernel.
-template <class K>
-struct sorted_runs {
-  const K* keys[max_sort_runs];
-  std::size_t count[max_sort_runs];
-  std::size_t runs;
-  std::size_t rank[max_sort_runs]; // the cuts strictly inside the output, ascending
-  std::size_t ranks;
+  std::size_t below(std::size_t c, std::size_t r) const { return at_cut[c * runs + r]; }
 };
 
-// How many keys of the sorted `keys[0, n)` come before `e` (with `or_equal`: are not after it).
-template <class K, class Less>
-__device__ std::size_t count_before(const K* keys, std::size_t n, const K& e, bool or_equal,
-                                    Less less) {
-  std::size_t lo = 0, hi = n;
-  while (lo < hi) {
-    const std::size_t mid = lo + (hi - lo) / 2;
-    const bool before = or_equal ? !less(e, keys[mid]) : less(keys[mid], e);
-    if (before)
-      lo = mid + 1;
-    else
-      hi = mid;
+// 2. Member 0 finds, for each cut inside the output, how many of every run's keys rank below it;
+// the host reads that table (the sort's one synchronization).
+template <class K, class V, class Less, class Runs>
+split_table find_split_table(const sort_job<K, V, Less>& job, const sort_plan& plan,
+                             const Runs& runs, sort_events& events) {
+  const device_group& group = job.group;
+  split_table table{plan.runs.size(), plan.cuts.size(), {}};
+  const std::size_t n_runs = table.runs, cuts = table.cuts;
+  const std::size_t inside = cuts > 2 ? cuts - 2 : 0;
+  std::vector<std::size_t>& at_cut = table.at_cut;
+  at_cut.assign(cuts * n_runs, 0);
+  for (std::size_t r = 0; r < n_runs; ++r)
+    at_cut[(cuts - 1) * n_runs + r] = plan.runs[r].count;
+  if (n_runs == 1) {
+    for (std::size_t c = 1; c + 1 < cuts; ++c)
+      at_cut[c] = plan.cuts[c];
+  } else if (n_runs > 1 && inside > 0) {
+    const stream_ref root = group.stream(0);
+    sorted_runs<K> search{};
+    search.runs = n_runs;
+    for (std::size_t r = 0; r < n_runs; ++r) {
+      search.keys[r] = runs.run(r).keys;
+      search.count[r] = plan.runs[r].count;
+    }
+    search.ranks = inside;
+    std::copy_n(plan.cuts.begin() + 1, inside, search.rank);
+    for (std::size_t k = 0; k < group.size(); ++k)
+      root.wait(events.done_sorting[k]);
+    const std::size_t threads = inside * n_runs;
+    std::size_t* on_device = runs.member(0).table;
+    launch(root, {.grid = unsigned((threads + 255) / 256), .block = 256}, find_splits<K, Less>,
+           search, job.less, on_device);
+    // Into pageable memory: the host waits for the table anyway, and cudaMallocHost and
+    // cudaFreeHost would add waits of their own (cudaFreeHost synchronizes the device). With member
+    // 0's device current: a copy of its stream-ordered (pool) memory fails with another current.
+    scoped_device on(group.device(0));
+    const int device = group.device(0).get();
+    check_sort_step(cudaMemcpyAsync(at_cut.data() + n_runs, on_device,
+                                    threads * sizeof(std::size_t), cudaMemcpyDeviceToHost,
+                                    root.native_handle()),
+                    "cudaMemcpyAsync", job.function, device, "splits");
+    check_sort_step(cudaStreamSynchronize(root.native_handle()), "cudaStreamSynchronize",
+                    job.function, device, "splits");
+    // A comparator that is no strict weak order can give splits that do not add up.
+    for (std::size_t c = 1; c + 1 < cuts; ++c) {
+      std::size_t sum = 0;
+      for (std::size_t r = 0; r < n_runs; ++r) {
+        sum += table.below(c, r);
+        if (table.below(c, r) > table.below(c + 1, r)) sum = job.split.size() + 1;
+      }
+      if (sum != plan.cuts[c]) [[unlikely]]
+        throw std::runtime_error("cohort::" + std::string(job.function) +
+                                 ": the splits between members do not add up; is the comparator "
+                                 "a strict weak order? (member 0, device " +
+                                 std::to_string(device) + ")");
+    }
   }
-  return lo;
+  return table;
 }
 
-// The global order is (key, run, position in the run): the runs are in input order, so equal keys
-// keep the order of the input, which is what makes the sort stable. For cut i and run k,
-// table[i * runs + k] = how many of run k's keys have a global rank below rank[i], found by a
-// binary search over run k's keys, each probe ranked against every other run's keys by binary
-// search: ranks * runs threads, O(runs * log^2 n) reads each (over peer access or from host
-// memory, where the runs are).
-template <class K, class Less>
-__global__ void find_splits(sorted_runs<K> runs, Less less, std::size_t* table) {
-  const std::size_t p = runs.runs;
-  const std::size_t t = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
-  if (t >= runs.ranks * p) return;
-  const std::size_t i = t / p, k = t % p;
-  const std::size_t rank = runs.rank[i];
-  const K* mine = runs.keys[k];
-  std::size_t lo = 0, hi = runs.count[k];
-  while (lo < hi) {
-    const std::size_t mid = lo + (hi - lo) / 2;
-    const K e = mine[mid];
-    std::size_t r = mid;
-    for (std::size_t other = 0; other < p; ++other)
-      if (other != k) r += count_before(runs.keys[other], runs.count[other], e, other < k, less);
-    if (r >= rank)
-      hi = mid;
-    else
-      lo = mid + 1;
+// 3. Each member fills its shard piece by piece (on the devices one piece, the whole shard),
+// merging the piece's part of every run pairwise in log2(parts) rounds, the last into the shard.
+template <class K, class V, class Less, class Runs>
+void merge_into_shards(const sort_job<K, V, Less>& job, const sort_plan& plan, const Runs& runs,
+                       const split_table& table, sort_events& events) {
+  const device_group& group = job.group;
+  for (std::size_t j = 0; j < group.size(); ++j) {
+    const stream_ref stream = group.stream(j);
+    const int device = group.device(j).get();
+    scoped_device on(group.device(j));
+    const std::size_t begin = job.split.offset(j), end = begin + job.split.count(j);
+    const sort_arrays<K, V> between = runs.member(j).between;
+    for (std::size_t c = 0; c + 1 < table.cuts; ++c) {
+      if (plan.cuts[c] < begin || plan.cuts[c + 1] > end) continue;
+      std::vector<sorted_run<K, V>> parts; // the non-empty ones, in run order
+      std::int64_t at = 0;
+      for (std::size_t r = 0; r < table.runs; ++r) {
+        const std::size_t first = table.below(c, r), n = table.below(c + 1, r) - first;
+        if (n == 0) continue;
+        stream.wait(events.done_sorting[plan.runs[r].member]);
+        const sort_arrays<K, V> from = runs.run(r).at(first);
+        parts.push_back({from.keys, from.values, at, std::int64_t(n)});
+        at += std::int64_t(n);
+      }
+      std::size_t rounds = 0;
+      while ((std::size_t(1) << rounds) < parts.size())
+        ++rounds;
+      const sort_arrays<K, V> output = job.shard(j, plan.cuts[c] - begin);
+      if (parts.size() == 1) move_part(parts[0], output, stream, job.function);
+      runs.gather(parts, rounds % 2 == 0 ? output : between, stream); // where round 0 reads
+      for (std::size_t round = 0; round < rounds; ++round) {
+        // The last round writes the output; the ones before alternate so that it does.
+        const sort_arrays<K, V> to = (rounds - 1 - round) % 2 == 0 ? output : between;
+        std::vector<sorted_run<K, V>> merged;
+        for (std::size_t r = 0; r < parts.size(); r += 2) {
+          sorted_run<K, V> a = parts[r];
+          const sort_arrays<K, V> out = to.at(std::size_t(a.start));
+          if (r + 1 == parts.size()) {
+            move_part(a, to, stream, job.function);
+            merged.push_back(a);
+            continue;
+          }
+          std::size_t bytes = 0;
+          check_sort_step(
+              merge_runs(nullptr, bytes, a, parts[r + 1], out, job.less, stream.native_handle()),
+              "cub::DeviceMerge", job.function, device, "size query");
+          if (bytes > plan.temp_bytes[j]) [[unlikely]]
+            throw cuda_error(cudaErrorMemoryAllocation,
+                             "cub::DeviceMerge (" + std::string(job.function) + ")", device,
+                             std::source_location::current(),
+                             "the merge asked for " + std::to_string(bytes) +
+                                 " bytes of temporary storage, more than the " +
+                                 std::to_string(plan.temp_bytes[j]) + " reserved; please report.");
+          check_sort_step(merge_runs(runs.member(j).temp, bytes, a, parts[r + 1], out, job.less,
+                                     stream.native_handle()),
+                          "cub::DeviceMerge", job.function, device);
+          merged.push_back({out.keys, out.values, a.start, a.length + parts[r + 1].length});
+        }
+        parts = std::move(merged);
+      }
+    }
+    events.done_merging[j].record(stream); // the last read of another member's scratch
+    events.merged = j + 1;
   }
-  table[t] = lo;
+}
+
+// The phases in order, with the runs kept by `runs`.
+template <class K, class V, class Less, class Runs>
+void sort_in_phases(const sort_job<K, V, Less>& job, const sort_plan& plan, const Runs& runs) {
+  sort_events events(job.group);
+  sort_each_run(job, plan, runs, events);
+  const split_table table = find_split_table(job, plan, runs, events);
+  merge_into_shards(job, plan, runs, table, events);
+}
+
+// Plans, takes the scratch (nothing is enqueued before), and sorts with the strategy planned.
+template <class K, class V, class Less>
+void sort_over_members(const sort_job<K, V, Less>& job) {
+  constexpr bool radix = is_radix_less_v<Less>;
+  std::vector<scratch> memory;
+  const sort_plan plan =
+      plan_with_scratch<K, V>(job.group, job.split, job.less, job.function, memory);
+  if (plan.through_host) {
+    const runs_through_host<K, V, radix> runs(job.group, plan, memory, job.split.size(),
+                                              job.function);
+    sort_in_phases(job, plan, runs);
+  } else {
+    const runs_on_devices<K, V, radix> runs(job.group, plan, memory, job.function);
+    sort_in_phases(job, plan, runs);
+  }
+}
+
+// The element type sorted in a range, or no_values where there are none.
+template <class Values>
+struct sorted_element {
+  using type = range_element_t<Values>;
+};
+template <>
+struct sorted_element<no_values> {
+  using type = no_values;
+};
+
+// Whether any shard of `a` and any of `b` share memory.
+template <class A, class B>
+bool share_memory(const A& a, const B& b) {
+  auto bytes_of = [](const auto& span) {
+    const auto first = reinterpret_cast<std::uintptr_t>(span.data());
+    return std::pair<std::uintptr_t, std::uintptr_t>(first, first + span.size_bytes());
+  };
+  for (std::size_t i = 0; i < a.shards(); ++i) {
+    const auto [a_first, a_end] = bytes_of(a.shard(i).data);
+    for (std::size_t j = 0; j < b.shards() && a_first != a_end; ++j) {
+      const auto [b_first, b_end] = bytes_of(b.shard(j).data);
+      if (b_first != b_end && a_first < b_end && b_first < a_end) return true;
+    }
+  }
+  return false;
+}
+
+// The entry points' checks, all before anything is enqueued, then the sort of `keys` (and
+// `values`, unless they are no_values) by `less`.
+template <class Keys, class Values, class Less>
+void sort_ranges(const device_group& group, Keys& keys, Values* values, Less less,
+                 std::string_view function) {
+  using K = typename sorted_element<Keys>::type;
+  using V = typename sorted_element<Values>::type;
+  constexpr bool with_values = !std::is_same_v<V, no_values>;
+  static_assert(std::is_trivially_copyable_v<K> && std::is_default_constructible_v<K> &&
+                    std::is_trivially_copyable_v<V> && std::is_default_constructible_v<V>,
+                "cohort sorts need trivially copyable, default-constructible keys and values "
+                "(CUB's sorts and merges make values of them).");
+  const std::size_t p = group.size();
+  const nvtx_range range(function, "%zu keys%s, %zu members", keys.size(),
+                         with_values ? " with values" : "", p);
+  require_buffer_of_group(keys, group, function, "keys");
+  if constexpr (with_values) {
+    require_buffer_of_group(*values, group, function, "values");
+    require_argument(!share_memory(keys, *values), function, "values",
+                     "is the keys buffer, or shares memory with it; give the values memory of "
+                     "their own.");
+    require_argument(values->split().counts() == keys.split().counts(), function, "values",
+                     "is split differently from the keys; make it with keys.split().");
+  }
+  require_argument(p <= max_sort_members, function, "group", [&] {
+    return "has " + std::to_string(p) + " members; the sort takes at most " +
+           std::to_string(max_sort_members) + ".";
+  });
+  refuse_capture(group, function, "the sort reads a split table on the host",
+                 "Run it outside the capture.");
+  refuse_recorded_error(function, group.device(0).get());
+  sort_job<K, V, Less> job{group, keys.split(), std::vector<sort_arrays<K, V>>(p), less, function};
+  for (std::size_t k = 0; k < p; ++k) {
+    job.shards[k].keys = keys.shard(k).data.data();
+    if constexpr (with_values) job.shards[k].values = values->shard(k).data.data();
+  }
+  sort_over_members(job);
 }
 
 } // namespace cohort::detail

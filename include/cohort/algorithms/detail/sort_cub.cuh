@@ -5,7 +5,7 @@
 
 #include "../../errors/cuda_error.cuh"
 #include "../../streams/stream_ref.cuh"
-#include "sort.cuh"
+#include "sort_kernels.cuh"
 
 #include <cub/device/device_merge.cuh>
 #include <cub/device/device_merge_sort.cuh>
@@ -13,12 +13,32 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <source_location>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
 namespace cohort::detail {
 
 struct no_values {};
+
+// check_cuda for the sort's steps, whose text, "call (function, what)", is made only when one
+// failed.
+inline void check_sort_step(cudaError_t status, std::string_view call, std::string_view function,
+                            int device, std::string_view what = {},
+                            std::source_location where = std::source_location::current()) {
+  if (status == cudaSuccess) [[likely]]
+    return;
+  std::string text(call);
+  text += " (";
+  text += function;
+  if (!what.empty()) {
+    text += ", ";
+    text += what;
+  }
+  text += ')';
+  check_cuda(status, text, device, where);
+}
 
 template <class K, class V>
 struct sort_arrays {
@@ -102,11 +122,20 @@ cudaError_t merge_runs(void* temp, std::size_t& bytes, sorted_run<K, V> a, sorte
 // Copies between any two of: this member's memory, another member's (a peer copy), host staging.
 template <class T>
 void copy_elements(T* to, const T* from, std::size_t count, stream_ref stream,
-                   std::string_view what) {
+                   std::string_view function, std::string_view what) {
   if (count == 0) return;
-  check_cuda(
-      cudaMemcpyAsync(to, from, count * sizeof(T), cudaMemcpyDefault, stream.native_handle()), what,
-      stream.device().get());
+  check_sort_step(
+      cudaMemcpyAsync(to, from, count * sizeof(T), cudaMemcpyDefault, stream.native_handle()),
+      "cudaMemcpyAsync", function, stream.device().get(), what);
+}
+
+// `count` keys (and values) copied to `to`.
+template <class K, class V>
+void copy_arrays(sort_arrays<K, V> to, const K* keys, const V* values, std::size_t count,
+                 stream_ref stream, std::string_view function) {
+  copy_elements(to.keys, keys, count, stream, function, "keys");
+  if constexpr (!std::is_same_v<V, no_values>)
+    copy_elements(to.values, values, count, stream, function, "values");
 }
 
 } // namespace cohort::detail

@@ -5,19 +5,21 @@
 #pragma once
 
 #include "../../devices/scoped_device.cuh"
+#include "../../errors/argument_error.cuh"
 #include "../../errors/cuda_error.cuh"
 #include "../../execution/detail/peer_paths.cuh"
 #include "../../execution/device_group.cuh"
 #include "../../partitioning/partition.cuh"
 #include "host_staging.cuh"
 #include "scratch.cuh"
-#include "sort.cuh"
 #include "sort_cub.cuh"
+#include "sort_kernels.cuh"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -26,6 +28,15 @@
 
 namespace cohort::detail {
 
+// What the planner is asked for: nothing in a user's build; tests (COHORT_TEST_HOOKS) can force a
+// form and a block size.
+struct sort_request {
+  bool on_devices_only = false;
+  bool through_host = false;
+  std::size_t max_block = 0; // 0: as large as the member's memory allows
+};
+
+#if COHORT_TEST_HOOKS
 // For tests, per thread: force a form, and make the staged form work in blocks of at most
 // `max_block` elements, so that small inputs take several runs and pieces per member;
 // `before_scratch` is called with each plan's scratch per member just before it is allocated (a
@@ -37,6 +48,21 @@ struct sort_tuning {
   std::function<void(const std::vector<std::size_t>& need)> before_scratch;
 };
 inline thread_local sort_tuning sort_tuning_for_tests{};
+
+inline sort_request requested_sort() {
+  const sort_tuning& tuning = sort_tuning_for_tests;
+  return {tuning.staging == sort_staging::on_devices, tuning.staging == sort_staging::through_host,
+          tuning.max_block};
+}
+inline void before_sort_scratch(const std::vector<std::size_t>& need) {
+  if (sort_tuning_for_tests.before_scratch) sort_tuning_for_tests.before_scratch(need);
+}
+#else
+constexpr sort_request requested_sort() {
+  return {};
+}
+inline void before_sort_scratch(const std::vector<std::size_t>&) {}
+#endif
 
 // `count` elements of member `member`, from global index `first`, sorted as one run.
 struct run_span {
@@ -69,14 +95,15 @@ std::size_t sort_temp_bytes(const device_group& group, std::size_t k, std::size_
   const int device = group.device(k).get();
   std::size_t bytes = 0;
   bool unused = false;
-  check_cuda(sort_shard<K, V>(nullptr, bytes, {}, {}, count, less, stream, unused),
-             "cub sort (size query, " + std::string(function) + ")", device);
+  check_sort_step(sort_shard<K, V>(nullptr, bytes, {}, {}, count, less, stream, unused), "cub sort",
+                  function, device, "size query");
   most = std::max(most, bytes);
   bytes = 0;
   const auto half = std::int64_t(count - count / 2);
-  check_cuda(merge_runs<K, V>(nullptr, bytes, {nullptr, nullptr, 0, half},
-                              {nullptr, nullptr, half, std::int64_t(count / 2)}, {}, less, stream),
-             "cub::DeviceMerge (size query, " + std::string(function) + ")", device);
+  check_sort_step(merge_runs<K, V>(nullptr, bytes, {nullptr, nullptr, 0, half},
+                                   {nullptr, nullptr, half, std::int64_t(count / 2)}, {}, less,
+                                   stream),
+                  "cub::DeviceMerge", function, device, "size query");
   return std::max(most, bytes);
 }
 
@@ -163,29 +190,35 @@ sort_plan plan_through_host(const device_group& group, const partition& split, L
 }
 
 // The form: on the devices when every pair of members has a peer path and the scratch fits, else
-// through host memory; either way checked, with an std::invalid_argument that names the member,
-// or the host, and the bytes. `failed`: a plan whose scratch then could not be allocated (memory
-// went between the check and the allocation); the new plan is staged, in blocks of at most half
-// of the failed plan's largest when that was staged too.
+// through host memory; either way checked: scratch that does not fit even staged, on a device or
+// on the host, is a cuda_error with cudaErrorMemoryAllocation naming the device and the bytes.
+// `failed`: a plan whose scratch then could not be allocated (memory went between the check and
+// the allocation); the new plan is staged, in blocks of at most half of the failed plan's largest
+// when that was staged too.
 template <class K, class V, class Less>
 sort_plan plan_sort(const device_group& group, const partition& split, Less less,
                     std::string_view function, const sort_plan* failed = nullptr) {
-  const sort_tuning tuning = sort_tuning_for_tests;
-  const std::string no_peer_path = missing_peer_path(group);
-  std::string why_not_on_devices =
-      failed != nullptr ? "the scratch on the devices could not be allocated" : no_peer_path;
-  if (failed == nullptr && no_peer_path.empty() && tuning.staging != sort_staging::through_host) {
+  const sort_request request = requested_sort();
+  const std::string no_peer_path = missing_peer_path(group); // empty where every pair has one
+  std::optional<scratch_shortfall> on_devices_short;
+  if (failed == nullptr && no_peer_path.empty() && !request.through_host) {
     sort_plan plan = plan_on_devices<K, V>(group, split, less, function);
-    why_not_on_devices = scratch_shortfall(group, plan.need);
-    if (why_not_on_devices.empty()) return plan;
+    on_devices_short = find_scratch_shortfall(group, plan.need);
+    if (!on_devices_short) return plan;
   }
-  if (tuning.staging == sort_staging::on_devices)
-    throw_invalid_argument(function, "keys",
-                           why_not_on_devices + (!no_peer_path.empty()
-                                                     ? "; use GPUs with a peer path."
-                                                     : "; free memory, or spread the data over "
-                                                       "more members."));
-  std::size_t max_block = tuning.max_block;
+  // Why the runs are not kept on the devices, for the messages below (made only for them).
+  auto why_staged = [&]() -> std::string {
+    if (on_devices_short) return on_devices_short->text();
+    if (failed != nullptr) return "the scratch on the devices could not be allocated";
+    return no_peer_path.empty() ? "staged through the host by request" : no_peer_path;
+  };
+  if (request.on_devices_only) { // tests only
+    if (on_devices_short)
+      throw_scratch_shortfall(*on_devices_short, function,
+                              "free memory, or spread the data over more members.");
+    throw_invalid_argument(function, "keys", why_staged() + "; use GPUs with a peer path.");
+  }
+  std::size_t max_block = request.max_block;
   if (failed != nullptr && failed->through_host) {
     const std::size_t half =
         std::max<std::size_t>(1, *std::max_element(failed->block.begin(), failed->block.end()) / 2);
@@ -193,25 +226,19 @@ sort_plan plan_sort(const device_group& group, const partition& split, Less less
   }
   sort_plan plan = plan_through_host<K, V>(group, split, less, function, max_block);
   const std::size_t host = available_host_bytes();
-  if (plan.host_bytes > host / 10 * 9)
-    throw_invalid_argument(
-        function, "keys",
-        (why_not_on_devices.empty() ? std::string("staged through the host by request")
-                                    : why_not_on_devices) +
-            "; staging the sorted runs in host memory instead needs " +
-            std::to_string(plan.host_bytes) +
-            " bytes of page-locked host memory, and the host has " + std::to_string(host) +
-            " available. Free memory, or spread the data over more members or machines.");
-  require_scratch_fits(group, plan.need, function, "keys");
+  if (plan.host_bytes > host / 10 * 9) [[unlikely]]
+    throw_host_staging_shortfall(function, plan.host_bytes, host, group.device(0).get(),
+                                 why_staged());
+  require_scratch_fits(group, plan.need, function);
   return plan;
 }
 
 // The plan, with each member's scratch taken for it in `memory`. Free memory is not memory the
 // pool can get in one piece, and memory can go between the check and the allocation (another
 // process, the driver), so a plan whose scratch runs out of memory is made again, smaller
-// (staged, in smaller blocks), until no smaller one exists: then the re-plan's
-// std::invalid_argument, or the allocation's cuda_error, is thrown. Nothing is enqueued but the
-// allocations, freed again on their streams.
+// (staged, in smaller blocks), until no smaller one exists: then the re-plan's out-of-memory
+// cuda_error, or the allocation's, is thrown. Nothing is enqueued but the allocations, freed again
+// on their streams.
 template <class K, class V, class Less>
 sort_plan plan_with_scratch(const device_group& group, const partition& split, Less less,
                             std::string_view function, std::vector<scratch>& memory) {
@@ -219,15 +246,15 @@ sort_plan plan_with_scratch(const device_group& group, const partition& split, L
   for (;;) {
     memory.clear();
     memory.reserve(group.size());
-    if (sort_tuning_for_tests.before_scratch) sort_tuning_for_tests.before_scratch(plan.need);
+    before_sort_scratch(plan.need);
     try {
       for (std::size_t k = 0; k < group.size(); ++k)
-        memory.emplace_back(plan.need[k], group.stream(k));
+        memory.emplace_back(plan.need[k], group.stream(k), group.memory_resource(k));
       return plan;
     } catch (const cuda_error& error) {
       memory.clear();
       if (error.status() != cudaErrorMemoryAllocation ||
-          (!plan.through_host && sort_tuning_for_tests.staging == sort_staging::on_devices))
+          (!plan.through_host && requested_sort().on_devices_only))
         throw;
       // Members that share a device reuse each other's freed scratch only once the frees ran on
       // their streams (and the re-plan counts it as free): wait for them. Nothing of the sort is
