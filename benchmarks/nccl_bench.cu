@@ -72,10 +72,10 @@ int main(int argc, char** argv) {
       for (std::size_t r = 0; r < ranks; ++r) {
         auto s = send.shard(r).data.first(count);
         if (in_place)
-          cohort::all_reduce(comms.rank(r), s, cohort::sum, group.stream(r));
+          cohort::all_reduce(comms.rank(r), group.stream(r), s, cohort::sum);
         else
-          cohort::all_reduce(comms.rank(r), s, recv.shard(r).data.first(count), cohort::sum,
-                             group.stream(r));
+          cohort::all_reduce(comms.rank(r), group.stream(r), s, recv.shard(r).data.first(count),
+                             cohort::sum);
       }
       batch.end();
     };
@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
         [&] {
           cohort::nccl_group batch;
           for (std::size_t r = 0; r < ranks; ++r)
-            cohort::all_gather(nccl.rank(r), send.shard(r).data.first(count),
-                               recv.shard(r).data.first(count * ranks), group.stream(r));
+            cohort::all_gather(nccl.rank(r), group.stream(r), send.shard(r).data.first(count),
+                               recv.shard(r).data.first(count * ranks));
           batch.end();
         },
         20);
@@ -145,8 +145,9 @@ int main(int argc, char** argv) {
         [&] {
           cohort::nccl_group batch;
           for (std::size_t r = 0; r < ranks; ++r)
-            cohort::reduce_scatter(nccl.rank(r), send.shard(r).data.first(count * ranks),
-                                   recv.shard(r).data.first(count), cohort::sum, group.stream(r));
+            cohort::reduce_scatter(nccl.rank(r), group.stream(r),
+                                   send.shard(r).data.first(count * ranks),
+                                   recv.shard(r).data.first(count), cohort::sum);
           batch.end();
         },
         20);

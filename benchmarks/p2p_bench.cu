@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   group.synchronize();
   const double bus_factor = 2.0 * (ranks - 1) / ranks;
   std::printf("# automatic one-shot limit: %zu bytes per rank\n\n",
-              automatic.automatic_one_shot_limit());
+              cohort::detail::p2p::clique_access::automatic_one_shot_limit(automatic));
   std::printf("## all_reduce, eager and replayed from graphs (%zu ranks)\n\n", ranks);
   std::printf("| bytes | nccl us | nccl graph us | one-shot us | two-shot us | automatic us | "
               "automatic graph us | automatic busbw GB/s | nccl busbw GB/s | nccl / automatic | "

@@ -204,9 +204,9 @@ class layer {
     {
       cohort::nccl_group batch;
       for (std::size_t r = 0; r < group_.size(); ++r)
-        cohort::all_reduce(
-            nccl.rank(r), cuda::std::span<const bf16>(data(partial_, r), rows(tokens)),
-            cuda::std::span<bf16>(data(reduced_, r), rows(tokens)), cohort::sum, group_.stream(r));
+        cohort::all_reduce(nccl.rank(r), group_.stream(r),
+                           cuda::std::span<const bf16>(data(partial_, r), rows(tokens)),
+                           cuda::std::span<bf16>(data(reduced_, r), rows(tokens)), cohort::sum);
     }
     norm(tokens);
   }

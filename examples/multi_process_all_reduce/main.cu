@@ -54,14 +54,14 @@ int main(int argc, char** argv) {
   cohort::for_each_n(stream, n, [=] __device__(std::size_t i) {
     g[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 7));
   });
-  cohort::all_reduce(comm, grads.span(), cohort::sum, stream); // warm-up: NCCL connects here
+  cohort::all_reduce(comm, stream, grads.span(), cohort::sum); // warm-up: NCCL connects here
 
   cohort::event start(comm.device(), cohort::event::timing::on),
       stop(comm.device(), cohort::event::timing::on);
   const int calls = 20;
   start.record(stream);
   for (int k = 0; k < calls; ++k)
-    cohort::all_reduce(comm, grads.span(), cohort::avg, stream); // the average keeps values fixed
+    cohort::all_reduce(comm, stream, grads.span(), cohort::avg); // the average keeps values fixed
   stop.record(stream);
   comm.wait(stream, std::chrono::minutes(1)); // bounded: aborts and throws if a rank is stuck
   const double ms = cohort::elapsed(start, stop).count() / calls;

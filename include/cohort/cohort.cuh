@@ -50,6 +50,9 @@
 #include "p2p/collectives.cuh"
 #include "p2p/device.cuh"
 #include "p2p/p2p_clique.cuh"
+#include "p2p/p2p_handle.cuh"
+#include "p2p/p2p_options.cuh"
+#include "p2p/p2p_session.cuh"
 
 #if COHORT_WITH_NCCL
 #include "errors/nccl_error.cuh"

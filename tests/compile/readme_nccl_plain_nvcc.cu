@@ -23,6 +23,6 @@ int main(int argc, char** argv) {
   cohort::communicator comm = cohort::bootstrap_from_environment(argv[1]);
   cohort::stream stream(comm.device());
   cohort::device_buffer<float> grads_on_this_gpu(count, stream);
-  cohort::all_reduce(comm, grads_on_this_gpu.span(), cohort::sum, stream);
+  cohort::all_reduce(comm, stream, grads_on_this_gpu.span(), cohort::sum);
   comm.wait(stream, std::chrono::seconds(30));
 }

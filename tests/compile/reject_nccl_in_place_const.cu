@@ -7,5 +7,5 @@ int main() {
   cohort::nccl_clique clique(group);
   cohort::distributed_buffer<float> x(group, 16);
   const cuda::std::span<const float> data = x.shard(0).data;
-  cohort::all_reduce(clique.rank(0), data, cohort::sum, clique.stream(0));
+  cohort::all_reduce(clique.rank(0), clique.stream(0), data, cohort::sum);
 }

@@ -6,7 +6,7 @@ struct absolute_max {
 };
 
 void reduce(cohort::communicator_ref comm, cuda::std::span<float> data, cohort::stream_ref s) {
-  cohort::all_reduce(comm, data, absolute_max{}, s);
+  cohort::all_reduce(comm, s, data, absolute_max{});
 }
 
 int main() {}

@@ -6,7 +6,7 @@ struct pair {
 };
 
 void reduce_pairs(cohort::communicator_ref comm, cuda::std::span<pair> data, cohort::stream_ref s) {
-  cohort::all_reduce(comm, data, cohort::sum, s);
+  cohort::all_reduce(comm, s, data, cohort::sum);
 }
 
 int main() {}

@@ -7,6 +7,7 @@
 // traps, which ends the context for the rest of the program.
 #define COHORT_DEVICE_CHECKS 1
 #include "kernels.cuh"
+#include "p2p_hooks.cuh"
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
@@ -337,8 +338,8 @@ TEST_CASE("p2p_launch refuses a handle of another clique") {
   cohort::p2p_clique peers(group, {.patience = patience}), others(group, {.patience = patience});
   const auto split = cohort::partition::replicated(count, 2);
   cohort::distributed_buffer<int> in(group, split), x(group, split), y(group, split);
-  CHECK(cohort::p2p_handle_for(peers, x, 1).made_by(peers));
-  CHECK_FALSE(cohort::p2p_handle_for(others, x, 1).made_by(peers));
+  CHECK(cohort::testing::p2p::made_by(cohort::p2p_handle_for(peers, x, 1), peers));
+  CHECK_FALSE(cohort::testing::p2p::made_by(cohort::p2p_handle_for(others, x, 1), peers));
   // x's handles of clique `x_of`, y's of `y_of`, on `peers`.
   auto launch_with = [&](cohort::p2p_clique& x_of, cohort::p2p_clique& y_of) {
     cohort::p2p_launch(peers, {.grid = grid, .block = block}, sum_through_sync, [&](std::size_t r) {

@@ -3,6 +3,7 @@
 // the clique's streams, in all_reduce and reduce_scatter + gather form, over groups of 1, 2 and 3
 // (real GPUs where that many are visible, else emulated); rounds in a row; under graph capture;
 // argument errors before anything is enqueued.
+#include "p2p_hooks.cuh"
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
@@ -274,7 +275,7 @@ TEST_CASE("gradient_buckets refuses ready and gather by name after a launch that
   for (cohort::stream& s :
        f.compute) // the buffers, made on them, before the clique's streams use them
     s.synchronize();
-  cohort::detail::p2p::fail_launch_on_member_for_testing() = 1;
+  cohort::testing::p2p::fail_launch_on_member(1);
   CHECK_THROWS_AS(cohort::all_reduce(f.peers, f.spans(f.weights, 0), cohort::sum),
                   cohort::cuda_error);
   f.group.synchronize(); // rank 0, launched, was released

@@ -120,9 +120,9 @@ TEST_CASE("100,000 back-to-back NCCL all_reduces and for_each calls from one thr
         for (int k = 0; k < rounds; ++k) {
           cohort::for_each_n(mine.stream, n, mine_add);
           if (k % 2 == 0)
-            cohort::all_reduce(nccl.rank(r), mine.data, cohort::min, mine.stream);
+            cohort::all_reduce(nccl.rank(r), mine.stream, mine.data, cohort::min);
           else
-            cohort::all_reduce(nccl.rank(r), mine.data, cohort::max, mine.stream);
+            cohort::all_reduce(nccl.rank(r), mine.stream, mine.data, cohort::max);
         }
         nccl.rank(r).wait(mine.stream);
       } catch (...) {

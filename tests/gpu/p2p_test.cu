@@ -2,6 +2,7 @@
 // all_gather and broadcast over groups of 2, 3 and 4 members (real GPUs where that many are
 // visible, else emulated on GPU 0), for built-in, half-precision and user-defined types, against
 // host references; long runs without host synchronisation; argument errors.
+#include "p2p_hooks.cuh"
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
@@ -322,7 +323,7 @@ TEST_CASE("automatic switches from one-shot to two-shot exactly at the automatic
     CAPTURE(m);
     auto group = cohort::testing::group_of(m);
     cohort::p2p_clique peers(group, 8192);
-    const std::size_t limit = peers.automatic_one_shot_limit();
+    const std::size_t limit = cohort::testing::p2p::automatic_one_shot_limit(peers);
     CHECK(limit == (m <= 2 ? 8192 : 8192 * 2 / m));
     using cohort::detail::p2p::choose;
     CHECK(choose(peers, limit, p2p_algorithm::automatic) == p2p_algorithm::one_shot);

@@ -37,7 +37,7 @@ bool late_peer(cohort::communicator& comm, const std::string& done_file) {
   cohort::stream s(comm.device());
   cohort::device_buffer<float> x(1 << 16, s);
   x.fill_bytes(0);
-  cohort::all_reduce(short_lived, x.span(), cohort::sum, s); // every rank: connects the peers
+  cohort::all_reduce(short_lived, s, x.span(), cohort::sum); // every rank: connects the peers
   short_lived.wait(s, 60s);
   if (rank != 0) {
     const auto started = std::chrono::steady_clock::now();
@@ -45,7 +45,7 @@ bool late_peer(cohort::communicator& comm, const std::string& done_file) {
       std::this_thread::sleep_for(50ms);
     return true;
   }
-  cohort::all_reduce(short_lived, x.span(), cohort::sum, s); // nobody else comes
+  cohort::all_reduce(short_lived, s, x.span(), cohort::sum); // nobody else comes
   const auto started = std::chrono::steady_clock::now();
   { cohort::communicator doomed = std::move(short_lived); }
   const double took = seconds_since(started);
@@ -133,12 +133,12 @@ int run(int argc, char** argv) {
     x.copy_from_host(mine);
     all.fill_bytes(0xA5);
     ring.fill_bytes(0xA5);
-    cohort::all_gather(comm, x.span(), all.span(), s);
-    cohort::all_reduce(comm, x.span(), cohort::sum, s);
+    cohort::all_gather(comm, s, x.span(), all.span());
+    cohort::all_reduce(comm, s, x.span(), cohort::sum);
     {
       cohort::nccl_group batch;
-      cohort::send(comm, all.span().subspan(rank * n, n), (rank + 1) % size, s);
-      cohort::recv(comm, ring.span(), (rank + size - 1) % size, s);
+      cohort::send(comm, s, all.span().subspan(rank * n, n), (rank + 1) % size);
+      cohort::recv(comm, s, ring.span(), (rank + size - 1) % size);
       batch.end();
     }
     comm.wait(s, std::chrono::seconds(120));

@@ -1,5 +1,7 @@
 // cohort/detail/arguments.cuh — argument checks shared by the NCCL and peer-to-peer
-// collectives (no NCCL needed).
+// collectives (no NCCL needed). Their texts (`why`, an argument's name with its index) are given
+// as text or as a callable that returns it, built only when a check fails: a call that passes
+// its checks does no string work.
 #pragma once
 
 #include "../devices/device_ref.cuh"
@@ -8,6 +10,7 @@
 #include "../errors/cuda_error.cuh"
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,12 +19,31 @@
 
 namespace cohort::detail {
 
-inline void require_count(std::size_t got, std::size_t expected, std::string_view function,
-                          std::string_view argument, std::string_view why) {
-  if (got != expected)
-    throw_invalid_argument(function, argument,
+// Text given as it is, or as a callable that builds it (called only when it is needed).
+template <class Text>
+concept lazy_text = std::convertible_to<const Text&, std::string_view> ||
+    std::is_invocable_r_v<std::string, const Text&>;
+
+template <lazy_text Text>
+std::string text_of(const Text& text) {
+  if constexpr (std::convertible_to<const Text&, std::string_view>)
+    return std::string(std::string_view(text));
+  else
+    return text();
+}
+
+template <lazy_text Argument, lazy_text Why>
+void require_count(std::size_t got, std::size_t expected, std::string_view function,
+                   const Argument& argument, const Why& why) {
+  if (got != expected) [[unlikely]]
+    throw_invalid_argument(function, text_of(argument),
                            "has " + std::to_string(got) + " elements; expected " +
-                               std::to_string(expected) + " (" + std::string(why) + ").");
+                               std::to_string(expected) + " (" + text_of(why) + ").");
+}
+
+// `argument[index]`, built when a check of it fails.
+inline auto indexed(std::string_view argument, std::size_t index) {
+  return [argument, index] { return std::string(argument) + "[" + std::to_string(index) + "]"; };
 }
 
 // A collective's buffer must be memory of the device that runs it (device memory there, or managed
@@ -32,8 +54,9 @@ inline void require_count(std::size_t got, std::size_t expected, std::string_vie
 // address, not for an allocation.)
 // cudaPointerGetAttributes costs about a microsecond, so each thread remembers the last 32 ranges
 // found good: a collective called in a loop on the same buffers asks once.
-inline void require_memory_of(device_ref device, const void* p, std::size_t bytes,
-                              std::string_view function, std::string_view argument) {
+template <lazy_text Argument>
+void require_memory_of(device_ref device, const void* p, std::size_t bytes,
+                       std::string_view function, const Argument& argument) {
   if (bytes == 0) return;
   struct range {
     const void* begin = nullptr;
@@ -44,21 +67,21 @@ inline void require_memory_of(device_ref device, const void* p, std::size_t byte
   thread_local std::size_t next = 0;
   for (const range& r : known)
     if (r.begin == p && r.device == device.get() && bytes == r.bytes) return;
-  const std::string where = "device " + std::to_string(device.get());
+  const auto where = [&] { return "device " + std::to_string(device.get()); };
   // Null is refused before CUDA is asked about it (what CUDA answers for null is no promise).
   if (p == nullptr)
-    throw_invalid_argument(function, argument,
+    throw_invalid_argument(function, text_of(argument),
                            "is null but holds " + std::to_string(bytes) +
-                               " bytes; it must be memory of " + where + ".");
+                               " bytes; it must be memory of " + where() + ".");
   cudaPointerAttributes attributes{};
   check_cuda(cudaPointerGetAttributes(&attributes, p), "cudaPointerGetAttributes", device.get());
   if (attributes.type == cudaMemoryTypeDevice && attributes.device != device.get())
-    throw_invalid_argument(function, argument,
+    throw_invalid_argument(function, text_of(argument),
                            "is memory of device " + std::to_string(attributes.device) +
-                               "; this call runs on " + where + " and needs its memory there.");
+                               "; this call runs on " + where() + " and needs its memory there.");
   if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
-    throw_invalid_argument(function, argument,
-                           "is host memory; it must be memory of " + where +
+    throw_invalid_argument(function, text_of(argument),
+                           "is host memory; it must be memory of " + where() +
                                " (a device_buffer or a shard of a distributed_buffer).");
   if (bytes > 1) {
     cudaPointerAttributes last{};
@@ -71,9 +94,9 @@ inline void require_memory_of(device_ref device, const void* p, std::size_t byte
       last.type = cudaMemoryTypeUnregistered;
     }
     if (last.type != attributes.type || last.device != attributes.device)
-      throw_invalid_argument(function, argument,
+      throw_invalid_argument(function, text_of(argument),
                              "claims " + std::to_string(bytes) +
-                                 " bytes, but its last byte is not memory of " + where +
+                                 " bytes, but its last byte is not memory of " + where() +
                                  ": it runs past the end of its allocation. Pass a span no "
                                  "larger than the buffer it views.");
   }
@@ -101,21 +124,20 @@ void require_apart_or_same(const A* a, std::size_t a_bytes, const B* b, std::siz
                            "in-place form or separate buffers.");
 }
 
-// Every rank's buffer of a collective has the same size: the shards of `buffer` (over `group`)
-// must all be as large as shard 0, whose size is returned.
-template <class T, class Members>
-std::size_t equal_shard_count(const distributed_buffer<T>& buffer, const Members& group,
-                              std::string_view function, std::string_view argument) {
-  require_buffer_of_group(buffer, group, function, argument);
-  const std::size_t count = buffer.shard(0).data.size();
-  for (std::size_t i = 1; i < buffer.shards(); ++i)
-    if (buffer.shard(i).data.size() != count)
-      throw_invalid_argument(function, argument,
-                             "shard " + std::to_string(i) + " has " +
-                                 std::to_string(buffer.shard(i).data.size()) +
-                                 " elements but shard 0 has " + std::to_string(count) +
-                                 "; every rank's buffer must be the same size (make it with "
-                                 "partition::replicated).");
+// Every rank's buffer of a collective has the same size: the shards of `range` (a buffer or a
+// view over `group`) must all be as large as shard 0, whose size is returned.
+template <class Range, class Members>
+std::size_t equal_shard_count(const Range& range, const Members& group, std::string_view function,
+                              std::string_view argument) {
+  require_buffer_of_group(range, group, function, argument);
+  const std::size_t count = range.shard(0).data.size();
+  for (std::size_t i = 1; i < range.shards(); ++i)
+    require_argument(range.shard(i).data.size() == count, function, argument, [&] {
+      return "shard " + std::to_string(i) + " has " + std::to_string(range.shard(i).data.size()) +
+             " elements but shard 0 has " + std::to_string(count) +
+             "; every rank's buffer must be the same size (make it with "
+             "partition::replicated).";
+    });
   return count;
 }
 

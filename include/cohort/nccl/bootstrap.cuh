@@ -3,7 +3,7 @@
 //
 //   // mpirun -np 8 ./app /shared/job.id     (or srun, or RANK/WORLD_SIZE/LOCAL_RANK set by hand)
 //   cohort::communicator comm = cohort::bootstrap_from_environment(argv[1]);
-//   cohort::all_reduce(comm, grads.span(), cohort::sum, stream);
+//   cohort::all_reduce(comm, stream, grads.span(), cohort::sum);
 //
 // Rank 0 creates the id and writes it to the file; the others wait for the file, tagged with the
 // launcher's name for this run (launch_run_tag: mpirun's job, srun's step), so that a file an

@@ -1,17 +1,20 @@
 // cohort/nccl/collectives.cuh — NCCL collectives over device spans, with arguments checked
 // before anything is enqueued and types and operators checked when the call compiles.
 //
-//   cohort::all_reduce(comm, data, cohort::sum, stream);              // in place
-//   cohort::all_reduce(comm, send, recv, cohort::avg, stream);        // out of place
-//   cohort::broadcast(comm, data, /*root*/ 0, stream);
-//   cohort::all_gather(comm, mine, everyone, stream);                 // everyone: size() * mine
-//   cohort::reduce_scatter(comm, everyone, mine, cohort::max, stream);
-//   cohort::send(comm, data, /*peer*/ 1, stream);  cohort::recv(comm, data, /*peer*/ 0, stream);
+//   cohort::all_reduce(comm, stream, data, cohort::sum);              // in place
+//   cohort::all_reduce(comm, stream, send, recv, cohort::avg);        // out of place
+//   cohort::broadcast(comm, stream, data, /*root*/ 0);
+//   cohort::all_gather(comm, stream, mine, everyone);                 // everyone: size() * mine
+//   cohort::reduce_scatter(comm, stream, everyone, mine, cohort::max);
+//   cohort::send(comm, stream, data, /*peer*/ 1);  cohort::recv(comm, stream, data, /*peer*/ 0);
 //   {                                                                 // one NCCL group
 //     cohort::nccl_group batch;
-//     cohort::send(comm, a, /*peer*/ 1, stream);
-//     cohort::recv(comm, b, /*peer*/ 1, stream);
+//     cohort::send(comm, stream, a, /*peer*/ 1);
+//     cohort::recv(comm, stream, b, /*peer*/ 1);
 //   }
+//
+// The stream comes right after the communicator, as in every call on a communicator, clique or
+// group that also needs a stream.
 //
 // Data movement (broadcast, all_gather, send, recv) takes any bitwise copyable type
 // (memory/bitwise_copyable.cuh: trivially copyable ones, __half2, __nv_bfloat162; its bytes travel
@@ -184,8 +187,8 @@ inline void check_call(ncclResult_t result, std::string_view call, communicator_
 // recv[i] = op over ranks of send[i]. send and recv have the same size on every rank.
 template <class S, class T, class Op>
 requires std::same_as<std::remove_const_t<S>, T>
-void all_reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
-                [[maybe_unused]] Op op, stream_ref stream) {
+void all_reduce(communicator_ref comm, stream_ref stream, cuda::std::span<S> send,
+                cuda::std::span<T> recv, [[maybe_unused]] Op op) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
   const detail::nvtx_range range("all_reduce", "nccl %zu B/rank, rank %d", recv.size_bytes(),
                                  comm.rank());
@@ -201,16 +204,16 @@ void all_reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<
                      "ncclAllReduce", comm);
 }
 template <class T, class Op>
-void all_reduce(communicator_ref comm, cuda::std::span<T> data, Op op, stream_ref stream) {
+void all_reduce(communicator_ref comm, stream_ref stream, cuda::std::span<T> data, Op op) {
   detail::require_writable<T>();
-  all_reduce(comm, cuda::std::span<const T>(data), data, op, stream);
+  all_reduce(comm, stream, cuda::std::span<const T>(data), data, op);
 }
 
 // recv = op over ranks of send, on `root` only (recv is ignored elsewhere but must fit).
 template <class S, class T, class Op>
 requires std::same_as<std::remove_const_t<S>, T>
-void reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
-            [[maybe_unused]] Op op, int root, stream_ref stream) {
+void reduce(communicator_ref comm, stream_ref stream, cuda::std::span<S> send,
+            cuda::std::span<T> recv, [[maybe_unused]] Op op, int root) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
   const detail::nvtx_range range("reduce", "nccl %zu B/rank to rank %d, rank %d", send.size_bytes(),
                                  root, comm.rank());
@@ -230,8 +233,8 @@ void reduce(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> r
 // Every rank's recv = root's send.
 template <class S, class T>
 requires std::same_as<std::remove_const_t<S>, T>
-void broadcast(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv, int root,
-               stream_ref stream) {
+void broadcast(communicator_ref comm, stream_ref stream, cuda::std::span<S> send,
+               cuda::std::span<T> recv, int root) {
   detail::require_movable<T>();
   const detail::nvtx_range range("broadcast", "nccl %zu B from rank %d, rank %d", recv.size_bytes(),
                                  root, comm.rank());
@@ -249,16 +252,16 @@ void broadcast(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T
                      "ncclBroadcast", comm);
 }
 template <class T>
-void broadcast(communicator_ref comm, cuda::std::span<T> data, int root, stream_ref stream) {
+void broadcast(communicator_ref comm, stream_ref stream, cuda::std::span<T> data, int root) {
   detail::require_writable<T>();
-  broadcast(comm, cuda::std::span<const T>(data), data, root, stream);
+  broadcast(comm, stream, cuda::std::span<const T>(data), data, root);
 }
 
 // recv = every rank's send, in rank order: recv.size() == size() * send.size().
 template <class S, class T>
 requires std::same_as<std::remove_const_t<S>, T>
-void all_gather(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
-                stream_ref stream) {
+void all_gather(communicator_ref comm, stream_ref stream, cuda::std::span<S> send,
+                cuda::std::span<T> recv) {
   detail::require_movable<T>();
   const detail::nvtx_range range("all_gather", "nccl %zu B/rank, rank %d", send.size_bytes(),
                                  comm.rank());
@@ -281,8 +284,8 @@ void all_gather(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<
 // recv = op over ranks of this rank's block of send: send.size() == size() * recv.size().
 template <class S, class T, class Op>
 requires std::same_as<std::remove_const_t<S>, T>
-void reduce_scatter(communicator_ref comm, cuda::std::span<S> send, cuda::std::span<T> recv,
-                    [[maybe_unused]] Op op, stream_ref stream) {
+void reduce_scatter(communicator_ref comm, stream_ref stream, cuda::std::span<S> send,
+                    cuda::std::span<T> recv, [[maybe_unused]] Op op) {
   constexpr ncclRedOp_t nccl = detail::nccl_op<T, Op>();
   const detail::nvtx_range range("reduce_scatter", "nccl %zu B/rank, rank %d", recv.size_bytes(),
                                  comm.rank());
@@ -303,7 +306,7 @@ void reduce_scatter(communicator_ref comm, cuda::std::span<S> send, cuda::std::s
 // Point to point: pair every send with the peer's recv of the same size (inside an nccl_group
 // when one thread drives both ends, or to overlap several).
 template <class S>
-void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref stream) {
+void send(communicator_ref comm, stream_ref stream, cuda::std::span<S> data, int peer) {
   using T = std::remove_const_t<S>;
   detail::require_movable<T>();
   const detail::nvtx_range range("send", "nccl %zu B to rank %d, rank %d", data.size_bytes(), peer,
@@ -318,7 +321,7 @@ void send(communicator_ref comm, cuda::std::span<S> data, int peer, stream_ref s
                      "ncclSend", comm);
 }
 template <class T>
-void recv(communicator_ref comm, cuda::std::span<T> data, int peer, stream_ref stream) {
+void recv(communicator_ref comm, stream_ref stream, cuda::std::span<T> data, int peer) {
   detail::require_writable<T>();
   detail::require_movable<T>();
   const detail::nvtx_range range("recv", "nccl %zu B from rank %d, rank %d", data.size_bytes(),

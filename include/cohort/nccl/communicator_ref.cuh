@@ -3,7 +3,7 @@
 //
 //   cohort::communicator_ref rank0 = comm;                        // a view of an owner
 //   cohort::communicator_ref theirs(handle, rank, size, cohort::device_ref{0});
-//   cohort::all_reduce(theirs, data, cohort::sum, stream);
+//   cohort::all_reduce(theirs, stream, data, cohort::sum);
 #pragma once
 
 #include "../devices/device_ref.cuh"

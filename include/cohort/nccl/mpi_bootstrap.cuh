@@ -5,7 +5,7 @@
 //
 //   MPI_Init(&argc, &argv);
 //   cohort::communicator comm = cohort::bootstrap_from_mpi(MPI_COMM_WORLD);
-//   cohort::all_reduce(comm, data, cohort::sum, stream);
+//   cohort::all_reduce(comm, stream, data, cohort::sum);
 //   // destroy comm, then MPI_Finalize();
 //
 // Rank 0 of `mpi` creates the id and broadcasts it; each process takes GPU (its rank among the

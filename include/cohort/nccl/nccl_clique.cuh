@@ -7,8 +7,9 @@
 //   cohort::all_reduce(nccl, grads, cohort::avg);   // every shard: the mean
 //   cohort::broadcast(nccl, weights, /*root*/ 0);
 //
-// Each shard is one rank's buffer, so the shards of a buffer given to a collective must all have
-// the same size (partition::replicated makes such buffers). Work is enqueued on the members'
+// Each shard is one rank's buffer, so the shards of a buffer (or of a distributed_view of the
+// user's own memory) given to a collective must all have the same size (partition::replicated
+// makes such buffers). Work is enqueued on the members'
 // streams and returns at once. The collectives can be captured into a CUDA graph (fork the group's
 // streams from the capturing origin, call them, join) where the clique's calls are blocking (the
 // default); a bounded clique's collectives and `wait` refuse a capture with std::logic_error, and
@@ -17,12 +18,14 @@
 
 #include "../detail/arguments.cuh"
 #include "../detail/nvtx.cuh"
-#include "../distributed/distributed_buffer.cuh"
-#include "../errors/argument_error.cuh"
 #include "../detail/one_capture.cuh"
+#include "../distributed/distributed_buffer.cuh"
+#include "../distributed/distributed_view.cuh"
+#include "../errors/argument_error.cuh"
 #include "../execution/on_each.cuh"
 #include "collectives.cuh"
 
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -108,9 +111,9 @@ namespace detail {
 // Every rank's call is checked (stream, capture, aborted, every member's stream in one capture or
 // none) before the group opens, so that nothing is posted for one rank when another's call would
 // be refused; then `call(rank, shard index)` runs for every member inside one NCCL group.
-template <class T, class F>
-void on_every_rank(nccl_clique& nccl, const distributed_buffer<T>& stream_source,
-                   std::string_view function, F&& call) {
+template <class Range, class F>
+void on_every_rank(nccl_clique& nccl, const Range& stream_source, std::string_view function,
+                   F&& call) {
   const nvtx_range range(function, "nccl %zu B/rank, %zu ranks",
                          stream_source.shard(0).data.size_bytes(), nccl.size());
   // NCCL refuses a group whose communicators are partly captured only at ncclGroupEnd, after it
@@ -128,14 +131,14 @@ void on_every_rank(nccl_clique& nccl, const distributed_buffer<T>& stream_source
   batch.end();
 }
 
-// How the shards of an out-of-place collective's two buffers compare.
+// How the shards of an out-of-place collective's two ranges compare.
 enum class pairing { same_size, recv_gathers, send_scatters };
 
-// Out-of-place forms: checks both buffers' shards (each buffer's alike, and the two as `p` says),
-// then runs `call(rank, send shard, recv shard, recv stream)` for every rank in one group.
-template <class T, class F>
-void on_every_pair(nccl_clique& nccl, const distributed_buffer<T>& send,
-                   distributed_buffer<T>& recv, pairing p, std::string_view function, F&& call) {
+// Out-of-place forms: checks both ranges' shards (each range's alike, and the two as `p` says),
+// then runs `call(rank, recv stream, send shard, recv shard)` for every rank in one group.
+template <class S, class R, class F>
+void on_every_pair(nccl_clique& nccl, const S& send, R& recv, pairing p, std::string_view function,
+                   F&& call) {
   const std::size_t sent = equal_shard_count(send, nccl, function, "send");
   const std::size_t received = equal_shard_count(recv, nccl, function, "recv");
   const std::size_t n = nccl.size();
@@ -148,58 +151,67 @@ void on_every_pair(nccl_clique& nccl, const distributed_buffer<T>& send,
     require_count(sent, received * n, function, "send",
                   "per shard, size() times a shard of 'recv'");
   on_every_rank(nccl, recv, function, [&](communicator& c, std::size_t i) {
-    call(c, send.shard(i).data, recv.shard(i).data, recv.shard(i).stream);
+    call(c, recv.shard(i).stream, send.shard(i).data, recv.shard(i).data);
   });
 }
+
+// A distributed form's send and recv: recv written, both of one element type.
+template <class S, class R>
+concept nccl_send_and_recv = distributed_range<S> && writable_distributed_range<R> &&
+    std::is_same_v<std::remove_const_t<range_element_t<const S>>, range_element_t<R>>;
 
 } // namespace detail
 
-template <class T, class Op>
-void all_reduce(nccl_clique& nccl, distributed_buffer<T>& data, Op op) {
+// Each distributed argument is a distributed_buffer or a distributed_view over the clique's group.
+template <distributed_range R, class Op>
+void all_reduce(nccl_clique& nccl, R&& data, Op op) {
+  detail::require_writable<range_element_t<R>>();
   detail::equal_shard_count(data, nccl, "all_reduce", "data");
   detail::on_every_rank(nccl, data, "all_reduce", [&](communicator& c, std::size_t i) {
-    all_reduce(c, data.shard(i).data, op, data.shard(i).stream);
+    all_reduce(c, data.shard(i).stream, data.shard(i).data, op);
   });
 }
 
-template <class T, class Op>
-void all_reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
-                Op op) {
+template <distributed_range S, writable_distributed_range R, class Op>
+requires detail::nccl_send_and_recv<S, R>
+void all_reduce(nccl_clique& nccl, const S& send, R&& recv, Op op) {
   detail::on_every_pair(
       nccl, send, recv, detail::pairing::same_size, "all_reduce",
-      [&](communicator& c, auto s, auto r, stream_ref on) { all_reduce(c, s, r, op, on); });
+      [&](communicator& c, stream_ref on, auto s, auto r) { all_reduce(c, on, s, r, op); });
 }
 
-template <class T>
-void broadcast(nccl_clique& nccl, distributed_buffer<T>& data, int root) {
+template <distributed_range R>
+void broadcast(nccl_clique& nccl, R&& data, int root) {
+  detail::require_writable<range_element_t<R>>();
   detail::equal_shard_count(data, nccl, "broadcast", "data");
   detail::on_every_rank(nccl, data, "broadcast", [&](communicator& c, std::size_t i) {
-    broadcast(c, data.shard(i).data, root, data.shard(i).stream);
+    broadcast(c, data.shard(i).stream, data.shard(i).data, root);
   });
 }
 
-template <class T, class Op>
-void reduce(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv,
-            Op op, int root) {
+template <distributed_range S, writable_distributed_range R, class Op>
+requires detail::nccl_send_and_recv<S, R>
+void reduce(nccl_clique& nccl, const S& send, R&& recv, Op op, int root) {
   detail::on_every_pair(
       nccl, send, recv, detail::pairing::same_size, "reduce",
-      [&](communicator& c, auto s, auto r, stream_ref on) { reduce(c, s, r, op, root, on); });
+      [&](communicator& c, stream_ref on, auto s, auto r) { reduce(c, on, s, r, op, root); });
 }
 
 // recv's shards each get every shard of send, in rank order.
-template <class T>
-void all_gather(nccl_clique& nccl, const distributed_buffer<T>& send, distributed_buffer<T>& recv) {
+template <distributed_range S, writable_distributed_range R>
+requires detail::nccl_send_and_recv<S, R>
+void all_gather(nccl_clique& nccl, const S& send, R&& recv) {
   detail::on_every_pair(
       nccl, send, recv, detail::pairing::recv_gathers, "all_gather",
-      [&](communicator& c, auto s, auto r, stream_ref on) { all_gather(c, s, r, on); });
+      [&](communicator& c, stream_ref on, auto s, auto r) { all_gather(c, on, s, r); });
 }
 
-template <class T, class Op>
-void reduce_scatter(nccl_clique& nccl, const distributed_buffer<T>& send,
-                    distributed_buffer<T>& recv, Op op) {
+template <distributed_range S, writable_distributed_range R, class Op>
+requires detail::nccl_send_and_recv<S, R>
+void reduce_scatter(nccl_clique& nccl, const S& send, R&& recv, Op op) {
   detail::on_every_pair(
       nccl, send, recv, detail::pairing::send_scatters, "reduce_scatter",
-      [&](communicator& c, auto s, auto r, stream_ref on) { reduce_scatter(c, s, r, op, on); });
+      [&](communicator& c, stream_ref on, auto s, auto r) { reduce_scatter(c, on, s, r, op); });
 }
 
 } // namespace cohort

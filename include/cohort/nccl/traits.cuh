@@ -5,9 +5,9 @@
 // with sum, prod, min, max and avg. Anything else is rejected when the call is compiled, with a
 // message that says why and where to go instead:
 //
-//   cohort::all_reduce(comm, data, cohort::sum, stream);          // ncclSum
-//   cohort::all_reduce(comm, data, cuda::std::plus<>{}, stream);  // the same
-//   cohort::all_reduce(comm, data, my_op{}, stream);              // does not compile
+//   cohort::all_reduce(comm, stream, data, cohort::sum);          // ncclSum
+//   cohort::all_reduce(comm, stream, data, cuda::std::plus<>{});  // the same
+//   cohort::all_reduce(comm, stream, data, my_op{});              // does not compile
 #pragma once
 
 #include <cuda/functional>

@@ -49,58 +49,29 @@
 // L2 (__ldcg, volatile or atomic loads): L1 is not coherent with other GPUs' stores; never __ldg
 // or `const __restrict__` (the read-only path).
 //
-// A debug build (NDEBUG not defined, or COHORT_DEVICE_CHECKS=1; COHORT_DEVICE_CHECKS=0 turns the
-// checks off) bounds-checks ranks and offsets, a session call after end() and a session left
-// without end(): a failed check prints the call and traps, which loses the context. A grid above
-// 256 blocks, and grid_sync() without a cooperative launch, are refused in every build.
+// The types a kernel takes are p2p_handle (p2p/p2p_handle.cuh) and the session it opens,
+// p2p_session (p2p/p2p_session.cuh, with the debug checks); this header adds p2p_launch.
 #pragma once
 
-#include "../detail/arguments.cuh"
 #include "../detail/nvtx.cuh"
-#include "../distributed/distributed_buffer.cuh"
 #include "../errors/argument_error.cuh"
 #include "../execution/launch.cuh"
-#include "../memory/bitwise_copyable.cuh"
-#include "detail/kernels.cuh"
+#include "detail/clique_access.cuh"
+#include "detail/engine.cuh"
 #include "detail/launch.cuh"
 #include "p2p_clique.cuh"
-
-#include <cooperative_groups.h>
-#include <cuda/std/span>
+#include "p2p_handle.cuh"
+#include "p2p_session.cuh"
 
 #include <cstddef>
-#include <cstdio>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <vector>
-
-#ifndef COHORT_DEVICE_CHECKS
-#ifdef NDEBUG
-#define COHORT_DEVICE_CHECKS 0
-#else
-#define COHORT_DEVICE_CHECKS 1
-#endif
-#endif
 
 namespace cohort {
 
-template <class T>
-class p2p_handle;
-
 namespace detail::p2p {
-
-// Stops the kernel, naming the call, when `value` is not below `limit`.
-__device__ inline void check_below(unsigned long long value, unsigned long long limit,
-                                   const char* call, const char* argument) {
-  if (value >= limit) [[unlikely]] {
-    printf("cohort p2p: %s: %s is %llu, not below %llu (block %u, thread %u). Stopping the "
-           "kernel.\n",
-           call, argument, value, limit, linear_block(), linear_thread());
-    __trap();
-  }
-}
 
 template <class T>
 inline constexpr bool is_p2p_handle = false;
@@ -115,258 +86,10 @@ inline constexpr bool holds_handle<std::tuple<A...>> = (is_p2p_handle<std::remov
 
 } // namespace detail::p2p
 
-// One block's place in the clique's sequence of calls; see the rules at the top of this header.
-class p2p_session {
- public:
-  p2p_session(const p2p_session&) = delete;
-  p2p_session& operator=(const p2p_session&) = delete;
-
-  // Block b of every rank meets block b of every other rank.
-  __device__ void sync() {
-    check_open("p2p_session::sync");
-    s_.sync("p2p_session::sync");
-  }
-
-  // Counts one more signal from this block to the same block of rank `peer`; does not wait.
-  __device__ void signal(int peer) {
-    check_open("p2p_session::signal");
-    check_peer(peer, "p2p_session::signal");
-    s_.signal(peer);
-  }
-
-  // Waits for the signal of the same block of rank `peer` that matches this wait (the n-th wait on
-  // `peer` matches its n-th signal to this rank).
-  __device__ void wait(int peer) {
-    check_open("p2p_session::wait");
-    check_peer(peer, "p2p_session::wait");
-    s_.wait(peer, "p2p_session::wait");
-  }
-
-  // Every block of every rank meets: a grid barrier, block 0 meets block 0 of every other rank,
-  // another grid barrier. Needs a cooperative launch (launch_config::cooperative).
-  __device__ void grid_sync() {
-    check_open("p2p_session::grid_sync");
-    const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-    if (!grid.is_valid()) [[unlikely]] {
-      if (detail::p2p::linear_thread() == 0)
-        printf("cohort p2p: p2p_session::grid_sync needs a cooperative launch "
-               "(launch_config{.cooperative = true}) (block %u, thread %u). Stopping the kernel.\n",
-               detail::p2p::linear_block(), detail::p2p::linear_thread());
-      __trap();
-    }
-    const std::uint64_t value = s_.next();
-    grid.sync();
-    if (s_.block() == 0) detail::p2p::barrier(s_.clique(), 0, value, "p2p_session::grid_sync");
-    grid.sync();
-  }
-
-  // The block's last access to the clique's state: the epoch moves past every value used (by a
-  // multiple of 8, so that the engine's calls keep alternating their scratch halves).
-  __device__ void end() {
-    check_open("p2p_session::end");
-    s_.end(s_.user_step());
-    ended_ = true;
-  }
-
-#if COHORT_DEVICE_CHECKS
-  __device__ ~p2p_session() {
-    if (!ended_) [[unlikely]] {
-      printf("cohort p2p: a p2p_session ended without end() (block %u, thread %u): the next call "
-             "on the clique would reuse its values. Stopping the kernel.\n",
-             detail::p2p::linear_block(), detail::p2p::linear_thread());
-      __trap();
-    }
-  }
-#endif
-
- private:
-  template <class T>
-  friend class p2p_handle;
-
-  __device__ explicit p2p_session(const detail::p2p::engine& e)
-      : s_(opened(e)) {}
-
-  // A loading launch (ranks == 0, see p2p_launch) ends here, before touching anything.
-  __device__ static const detail::p2p::engine& opened(const detail::p2p::engine& e) {
-    if (e.ranks == 0) asm volatile("exit;");
-    detail::p2p::check_below(detail::p2p::grid_blocks(), detail::p2p::max_blocks + 1,
-                             "p2p_handle::session", "the grid's block count");
-    return e;
-  }
-
-  // A call after end() would take values the next call on the clique takes too.
-  __device__ void check_open(const char* call) const {
-#if COHORT_DEVICE_CHECKS
-    if (ended_) [[unlikely]] {
-      printf("cohort p2p: %s after p2p_session::end() (block %u, thread %u): the next call on the "
-             "clique would take the same values. Stopping the kernel.\n",
-             call, detail::p2p::linear_block(), detail::p2p::linear_thread());
-      __trap();
-    }
-#else
-    (void)call;
-#endif
-  }
-
-  __device__ void check_peer(int peer, const char* call) const {
-#if COHORT_DEVICE_CHECKS
-    detail::p2p::check_below(static_cast<unsigned>(peer), s_.clique().ranks, call, "peer");
-#else
-    (void)peer, (void)call;
-#endif
-  }
-
-  detail::p2p::block_session s_;
-  bool ended_ = false; // in every build, so that the layout does not depend on the checks
-};
-
-// Rank rank()'s view of a buffer of size() elements on every member of a p2p_clique.
-template <class T>
-class p2p_handle {
- public:
-  using element_type = T;
-
-  p2p_handle() = default;
-  // A handle of const elements from one of the same elements, as span<T> converts to
-  // span<const T>: a kernel that only reads takes p2p_handle<const T> whichever buffer it is given.
-  template <class U>
-  requires(std::is_same_v<const U, T> && !std::is_const_v<U>) __host__ __device__
-      p2p_handle(const p2p_handle<U>& other)
-      : e_(other.e_)
-      , size_(other.size_) {
-    for (int r = 0; r < detail::p2p::max_ranks; ++r)
-      data_[r] = other.data_[r];
-  }
-
-  __host__ __device__ int rank() const { return e_.rank; }
-  __host__ __device__ int ranks() const { return e_.ranks; }
-  __host__ __device__ std::size_t size() const { return size_; }
-  // Whether `peers` made this handle (p2p_launch launches on a clique whose own handles it gets).
-  bool made_by(const p2p_clique& peers) const {
-    return e_.rank >= 0 && static_cast<std::size_t>(e_.rank) < peers.size() &&
-           e_.epochs == peers.engine_for(static_cast<std::size_t>(e_.rank)).epochs;
-  }
-
-  // This rank's elements, and element i of them.
-  __device__ T* local() const { return data_[e_.rank]; }
-  __device__ T* local(std::size_t i) const { return peer(e_.rank, i, "p2p_handle::local"); }
-  // Rank r's elements (r in [0, ranks())), and element i of them.
-  __device__ T* peer(int r) const {
-    check_rank(r, "p2p_handle::peer");
-    return data_[r];
-  }
-  __device__ T* peer(int r, std::size_t i) const { return peer(r, i, "p2p_handle::peer"); }
-
-  // Opened by every thread of the block, before any other session call.
-  __device__ p2p_session session() const { return p2p_session(e_); }
-
-  // For p2p_launch's loading launch: a kernel given this handle ends where it opens its session.
-  p2p_handle for_loading() const {
-    p2p_handle h = *this;
-    h.e_.ranks = 0;
-    return h;
-  }
-
- private:
-  template <class U>
-  friend class p2p_handle;
-  template <class U>
-  friend p2p_handle<U> p2p_handle_for(const p2p_clique&, const std::vector<cuda::std::span<U>>&,
-                                      std::size_t);
-
-  __device__ T* peer(int r, std::size_t i, const char* call) const {
-    check_rank(r, call);
-#if COHORT_DEVICE_CHECKS
-    detail::p2p::check_below(i, size_, call, "offset");
-#endif
-    return data_[r] + i;
-  }
-
-  __device__ void check_rank(int r, const char* call) const {
-#if COHORT_DEVICE_CHECKS
-    detail::p2p::check_below(static_cast<unsigned>(r), e_.ranks, call, "rank");
-#else
-    (void)r, (void)call;
-#endif
-  }
-
-  detail::p2p::engine e_{};
-  T* data_[detail::p2p::max_ranks] = {};
-  std::size_t size_ = 0;
-};
-
-// Rank `rank`'s handle to `spans`, one per member of `peers`, each on its member's device and all
-// of the same size (cohort's buffers or cudaMalloc memory: the peers read and write it).
-template <class T>
-p2p_handle<T> p2p_handle_for(const p2p_clique& peers, const std::vector<cuda::std::span<T>>& spans,
-                             std::size_t rank) {
-  static_assert(bitwise_copyable_v<std::remove_cv_t<T>>,
-                "peers read the buffer's bytes: the element type must be trivially copyable.");
-  constexpr std::string_view function = "p2p_handle_for";
-  if (rank >= peers.size())
-    detail::throw_invalid_argument(function, "rank",
-                                   std::to_string(rank) +
-                                       " is not a member of the clique (it has " +
-                                       std::to_string(peers.size()) + ").");
-  detail::require_count(spans.size(), peers.size(), function, "buffer",
-                        "one shard per member of the clique");
-  for (std::size_t i = 0; i < spans.size(); ++i) {
-    detail::require_count(spans[i].size(), spans[0].size(), function, "buffer",
-                          "every member's shard must be as large as member 0's (shard " +
-                              std::to_string(i) + ")");
-    detail::require_memory_of(peers.device(i), spans[i].data(), spans[i].size_bytes(), function,
-                              "buffer's shard " + std::to_string(i));
-  }
-  p2p_handle<T> h;
-  h.e_ = peers.engine_for(rank);
-  for (std::size_t i = 0; i < spans.size(); ++i)
-    h.data_[i] = spans[i].data();
-  h.size_ = spans.empty() ? 0 : spans[0].size();
-  return h;
-}
-
-namespace detail {
-
-// The spans of a distributed buffer (`T` const for a const one) over the clique's group.
-template <class T, class Buffer>
-std::vector<cuda::std::span<T>> shards_over_clique(const p2p_clique& peers, Buffer& buffer) {
-  std::vector<cuda::std::span<T>> spans;
-  for (std::size_t i = 0; i < buffer.shards(); ++i) {
-    const cohort::shard<T> s = buffer.shard(i);
-    if (i < peers.size() && s.device != peers.device(i))
-      throw_invalid_argument(
-          "p2p_handle_for", "buffer",
-          "shard " + std::to_string(i) + " is on device " + std::to_string(s.device.get()) +
-              ", member " + std::to_string(i) + " of the clique on device " +
-              std::to_string(peers.device(i).get()) + ": make the buffer over the clique's group.");
-    spans.push_back(s.data);
-  }
-  return spans;
-}
-
-} // namespace detail
-
-// Rank `rank`'s handle to a distributed buffer over the clique's group, with equal shards (e.g.
-// partition::replicated); a const buffer gives a handle of const elements.
-template <class T>
-p2p_handle<T> p2p_handle_for(const p2p_clique& peers, distributed_buffer<T>& buffer,
-                             std::size_t rank) {
-  return p2p_handle_for(peers, detail::shards_over_clique<T>(peers, buffer), rank);
-}
-template <class T>
-p2p_handle<const T> p2p_handle_for(const p2p_clique& peers, const distributed_buffer<T>& buffer,
-                                   std::size_t rank) {
-  return p2p_handle_for(peers, detail::shards_over_clique<const T>(peers, buffer), rank);
-}
-// A handle outlives the expression that makes it: of a temporary buffer, it would point into
-// memory freed before the kernel runs.
-template <class T>
-void p2p_handle_for(const p2p_clique&, const distributed_buffer<T>&&, std::size_t) = delete;
-
 // Launches `kernel` on every member of `peers`, on the clique's streams, with the arguments
 // `args_of(rank)` returns (a tuple, its p2p_handles made by `peers` for that rank). Before a
 // kernel's first launch on the clique it is loaded everywhere by a launch whose handles are
-// `for_loading()` (the kernel ends at session()): loading a kernel lazily while a peer's kernel
+// made for loading (the kernel ends at session()): loading a kernel lazily while a peer's kernel
 // waits for it could wait for that kernel; so on that first launch args_of(rank) is called twice
 // per rank (keep it free of side effects). args_of may return references (std::tie of handles
 // kept by the caller): the launch works on copies. A launch that fails part-way releases the
@@ -410,15 +133,17 @@ void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(P
              if constexpr (detail::p2p::is_p2p_handle<std::remove_cvref_t<decltype(a)>>) {
                detail::require_argument(
                    a.rank() == static_cast<int>(i) && a.ranks() == static_cast<int>(peers.size()),
-                   "p2p_launch", "args_of",
-                   "returned for rank " + std::to_string(i) + " a p2p_handle of rank " +
-                       std::to_string(a.rank()) + " of " + std::to_string(a.ranks()) +
-                       "; make rank r's handles with p2p_handle_for(peers, buffer, r).");
-               detail::require_argument(a.made_by(peers), "p2p_launch", "args_of",
-                                        "returned for rank " + std::to_string(i) +
-                                            " a p2p_handle of another clique; make every handle "
-                                            "with p2p_handle_for(peers, buffer, r) of the clique "
-                                            "launched on.");
+                   "p2p_launch", "args_of", [&] {
+                     return "returned for rank " + std::to_string(i) + " a p2p_handle of rank " +
+                            std::to_string(a.rank()) + " of " + std::to_string(a.ranks()) +
+                            "; make rank r's handles with p2p_handle_for(peers, buffer, r).";
+                   });
+               detail::require_argument(
+                   detail::p2p::clique_access::made_by(a, peers), "p2p_launch", "args_of", [&] {
+                     return "returned for rank " + std::to_string(i) +
+                            " a p2p_handle of another clique; make every handle with "
+                            "p2p_handle_for(peers, buffer, r) of the clique launched on.";
+                   });
              }
            }()),
            ...);
@@ -429,7 +154,7 @@ void p2p_launch(p2p_clique& peers, const launch_config& config, void (*kernel)(P
           [](auto&... a) {
             (([&] {
                if constexpr (detail::p2p::is_p2p_handle<std::remove_cvref_t<decltype(a)>>)
-                 a = a.for_loading();
+                 a = detail::p2p::clique_access::for_loading(a);
              }()),
              ...);
           },

@@ -98,6 +98,10 @@ struct p2p_clique_options {
   unsigned max_blocks = 0;
 };
 
+namespace detail::p2p {
+struct clique_access;
+} // namespace detail::p2p
+
 class p2p_clique {
  public:
   static constexpr std::size_t default_one_shot_limit = p2p_clique_options{}.one_shot_limit;
@@ -190,17 +194,23 @@ class p2p_clique {
 
   // The most bytes per rank the one-shot algorithm can take.
   std::size_t one_shot_limit() const noexcept { return options_.one_shot_limit; }
+  // Blocks per rank a call uses at most.
+  unsigned max_blocks() const noexcept { return blocks_; }
+  // Whether an earlier call's launch failed part-way, which leaves the members' epochs apart for
+  // good: every later call is refused (make a new clique).
+  bool broken() const noexcept { return broken_; }
+
+ private:
+  // The collectives, the device API and the training layer reach what follows through
+  // detail::p2p::clique_access.
+  friend struct detail::p2p::clique_access;
+
   // Bytes per rank up to which `automatic` picks one-shot: the limit on 2 members; on n members
   // one-shot reads n/2 times the data two-shot reads, so the limit shrinks by 2/n (a traffic
   // argument, measured on 2 GPUs only so far).
   std::size_t automatic_one_shot_limit() const noexcept {
     return size() <= 2 ? one_shot_limit() : one_shot_limit() * 2 / size();
   }
-  // Blocks per rank a call uses at most.
-  unsigned max_blocks() const noexcept { return blocks_; }
-
-  // For the collectives: -------------------------------------------------------------------------
-
   // What rank `rank`'s kernels are given: the same at every call.
   const detail::p2p::engine& engine_for(std::size_t rank) const { return engines_.at(rank); }
   // Blocks per rank for `packs` units of work each, within the budget.
@@ -209,11 +219,6 @@ class p2p_clique {
         (packs + detail::p2p::block_threads - 1) / detail::p2p::block_threads;
     return static_cast<unsigned>(std::clamp<std::size_t>(wanted, 1, blocks_));
   }
-  // Kernels already loaded on every member (ensure_loaded), and whether an earlier call's launch
-  // failed part-way, which leaves the members' epochs apart for good.
-  std::vector<const void*>& loaded_kernels() noexcept { return loaded_; }
-  bool broken() const noexcept { return broken_; }
-  void mark_broken() noexcept { broken_ = true; }
 
   // Releases member i's kernel that waits for members [first_missing, size()) at any of the
   // first `blocks` blocks, on a stream of the clique's own in the device's primary context (its
@@ -239,8 +244,9 @@ class p2p_clique {
            engines_.at(i).flags[i], first_missing, static_cast<int>(size()));
   }
 
-  // Testing: moves every member's epochs forward to `epoch` (a multiple of 4, above every epoch
-  // used so far), as if that many barrier values had been used; waits for the members' streams.
+#if COHORT_TEST_HOOKS
+  // Moves every member's epochs forward to `epoch` (a multiple of 4, above every epoch used so
+  // far), as if that many barrier values had been used; waits for the members' streams.
   void set_epochs_for_testing(std::uint64_t epoch) {
     std::vector<std::uint64_t> values(detail::p2p::max_blocks, epoch);
     for (std::size_t i = 0; i < size(); ++i) {
@@ -253,8 +259,8 @@ class p2p_clique {
                  devices_[i].get());
     }
   }
+#endif
 
- private:
   // Signal slots, flags, sent and waited counts, then epochs, in 64-bit words.
   static constexpr std::size_t signal_words =
       std::size_t{detail::p2p::max_blocks} * detail::p2p::max_ranks;
@@ -264,8 +270,9 @@ class p2p_clique {
   template <std::integral I>
   static std::size_t limit_in_bytes(I limit) {
     if constexpr (std::is_signed_v<I>)
-      detail::require_argument(limit >= 0, "p2p_clique", "one_shot_limit",
-                               "must not be negative (" + std::to_string(limit) + ").");
+      detail::require_argument(limit >= 0, "p2p_clique", "one_shot_limit", [&] {
+        return "must not be negative (" + std::to_string(limit) + ").";
+      });
     return static_cast<std::size_t>(limit);
   }
 

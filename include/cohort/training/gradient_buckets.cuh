@@ -48,21 +48,24 @@
 // anything is enqueued.
 #pragma once
 
-#include "../detail/arguments.cuh"
 #include "../communication/operators.cuh"
+#include "../detail/arguments.cuh"
 #include "../detail/nvtx.cuh"
-#include "../errors/argument_error.cuh"
 #include "../detail/one_capture.cuh"
+#include "../distributed/distributed_view.cuh"
+#include "../errors/argument_error.cuh"
 #include "../p2p/collectives.cuh"
 #include "../p2p/p2p_clique.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream_ref.cuh"
+#include "detail/bucket_checks.cuh"
 
 #include <cuda/std/span>
 
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -91,24 +94,7 @@ class gradient_buckets {
       : peers_(&peers)
       , compute_(std::move(compute))
       , options_(options) {
-    constexpr const char* function = "gradient_buckets";
-    detail::require_count(compute_.size(), peers.size(), function, "compute",
-                          "one stream per member of the clique");
-    for (std::size_t i = 0; i < compute_.size(); ++i) {
-      const std::string name = "compute[" + std::to_string(i) + "]";
-      detail::require_stream(compute_[i], function, name);
-      if (compute_[i].device() != peers.device(i))
-        detail::throw_invalid_argument(
-            function, name,
-            "is a stream of device " + std::to_string(compute_[i].device().get()) + "; member " +
-                std::to_string(i) + " is device " + std::to_string(peers.device(i).get()) + ".");
-      if (compute_[i] == peers.stream(i))
-        detail::throw_invalid_argument(
-            function, name,
-            "is the clique's own stream, where the collectives run: the reductions could not "
-            "overlap the backward. Use another stream (device_group::new_stream(" +
-                std::to_string(i) + ")).");
-    }
+    detail::training::require_compute_streams(peers, compute_);
     for (std::size_t i = 0; i < compute_.size(); ++i) {
       end_of_compute_.emplace_back(compute_[i].device());
       end_of_collectives_.emplace_back(compute_[i].device());
@@ -125,36 +111,12 @@ class gradient_buckets {
     constexpr const char* function = "gradient_buckets::add";
     detail::p2p::require_on_members(*peers_, gradients, function, "gradients");
     const std::size_t count = detail::p2p::common_size(gradients, function, "gradients");
-    detail::require_argument(count > 0, function, "gradients", "the spans are empty.");
-    if (options_.reduction == bucket_reduction::reduce_scatter && count % members() != 0)
-      detail::throw_invalid_argument(function, "gradients",
-                                     "holds " + std::to_string(count) +
-                                         " elements per member, which do not split into " +
-                                         std::to_string(members()) +
-                                         " equal blocks for reduce_scatter: pad the bucket to a "
-                                         "multiple of the members.");
-    // The collective's one check of its own that could fail later, after ready's waits.
-    if (options_.reduction == bucket_reduction::all_reduce &&
-        options_.p2p.algorithm == p2p_algorithm::one_shot &&
-        count * sizeof(T) > peers_->one_shot_limit())
-      detail::throw_invalid_argument(function, "gradients",
-                                     "holds " + std::to_string(count * sizeof(T)) +
-                                         " bytes per member, above the clique's one_shot_limit (" +
-                                         std::to_string(peers_->one_shot_limit()) +
-                                         ") that options.p2p.algorithm = one_shot needs.");
-    // Every member's span against every member's of every other bucket: on an emulated group
-    // the members share one GPU's memory (spans on two GPUs never overlap).
-    for (std::size_t b = 0; b < buckets_.size(); ++b)
-      for (std::size_t i = 0; i < members(); ++i)
-        for (std::size_t j = 0; j < members(); ++j) {
-          const cuda::std::span<T> other = buckets_[b].spans[j];
-          if (gradients[i].data() < other.data() + other.size() &&
-              other.data() < gradients[i].data() + count)
-            detail::throw_invalid_argument(
-                function, "gradients",
-                "member " + std::to_string(i) + "'s span overlaps bucket " + std::to_string(b) +
-                    "'s (member " + std::to_string(j) + "'s): it would be reduced twice.");
-        }
+    std::vector<cuda::std::span<const T>> taken;
+    for (const entry& b : buckets_)
+      taken.insert(taken.end(), b.spans.begin(), b.spans.end());
+    detail::training::require_new_bucket<T>(
+        *peers_, options_.reduction == bucket_reduction::reduce_scatter,
+        options_.p2p.algorithm == p2p_algorithm::one_shot, gradients, count, taken);
     entry made{std::move(gradients), {}, {}, false};
     for (std::size_t i = 0; i < members(); ++i) {
       made.produced.emplace_back(compute_[i].device());
@@ -162,6 +124,12 @@ class gradient_buckets {
     }
     buckets_.push_back(std::move(made));
     return buckets_.size() - 1;
+  }
+
+  // The same from a distributed buffer or view over the clique's group, one shard per member.
+  template <distributed_range R>
+  requires std::is_same_v<range_element_t<R&>, T> std::size_t add(R& gradients) {
+    return add(spans_of(gradients, "gradient_buckets::add", "gradients"));
   }
 
   std::size_t size() const noexcept { return buckets_.size(); }
@@ -230,13 +198,21 @@ class gradient_buckets {
                              "bucket_reduction::reduce_scatter.");
     detail::p2p::require_on_members(*peers_, data, function, "data");
     for (const auto& d : data)
-      detail::require_count(d.size(), b.spans[0].size(), function, "data",
-                            "per member, the size of bucket " + std::to_string(bucket));
+      detail::require_count(d.size(), b.spans[0].size(), function, "data", [&] {
+        return "per member, the size of bucket " + std::to_string(bucket);
+      });
     require_launchable(function);
     const detail::nvtx_range range("gradient_buckets::gather", "bucket %zu", bucket);
     after_compute(b);
     all_gather(*peers_, blocks(data), data);
     record_reduced(b);
+  }
+
+  // The same from a distributed buffer or view over the clique's group, one shard per member.
+  template <distributed_range R>
+  requires std::is_same_v<range_element_t<R&>, T>
+  void gather(std::size_t bucket, R& data) {
+    gather(bucket, spans_of(data, "gradient_buckets::gather", "data"));
   }
 
   // Every member's compute stream waits for everything enqueued on the clique's stream so far,
@@ -271,6 +247,17 @@ class gradient_buckets {
     return bucket;
   }
 
+  // A distributed range's shards, one per member of the clique (checked as the collectives check).
+  template <class R>
+  std::vector<cuda::std::span<T>> spans_of(R& range, const char* function,
+                                           const char* argument) const {
+    detail::require_buffer_of_group(range, *peers_, function, argument);
+    std::vector<cuda::std::span<T>> spans;
+    for (std::size_t i = 0; i < range.shards(); ++i)
+      spans.push_back(range.shard(i).data);
+    return spans;
+  }
+
   // Block i of `span`, when it is cut into members() equal blocks.
   cuda::std::span<T> block_of(cuda::std::span<T> span, std::size_t i) const {
     const std::size_t block = span.size() / members();
@@ -293,35 +280,8 @@ class gradient_buckets {
       call(sum);
   }
 
-  // Refused here, naming this call, before after_compute makes the clique's streams wait for the
-  // compute streams: a clique a launch broke part-way (the collective would refuse it, but after
-  // the waits); a clique stream being captured while its compute stream is not in that capture (a
-  // captured stream cannot wait for work outside its capture: call finish() first inside it,
-  // which brings the compute streams in); members whose streams would not all be in one capture
-  // (or none) once the waits took each compute stream's capture into its clique stream.
   void require_launchable(const char* function) const {
-    if (peers_->broken())
-      detail::throw_invalid_argument(function, "this",
-                                     "its p2p_clique was broken by a launch that failed part-way "
-                                     "(the members' engine states differ for good): make a new "
-                                     "p2p_clique, and gradient_buckets over it.");
-    // Each stream's capture read once: member i's clique stream counts as in its compute
-    // stream's capture where that is active (the waits take it there).
-    detail::require_one_capture(
-        members(),
-        [&](std::size_t i) {
-          const detail::stream_capture compute = detail::read_capture(compute_[i], function);
-          const detail::stream_capture clique = detail::read_capture(peers_->stream(i), function);
-          if (clique.state.active && compute.state != clique.state)
-            throw std::logic_error(
-                "cohort::" + std::string(function) + ": member " + std::to_string(i) +
-                "'s clique stream is being captured and its compute stream is not in that "
-                "capture: the reduction could not wait for the gradients. Nothing was enqueued. "
-                "Call finish() first inside the capture (it brings the compute streams in), or "
-                "capture the compute streams as well.");
-          return compute.state.active ? compute : clique;
-        },
-        function);
+    detail::training::require_launchable(*peers_, compute_, function);
   }
 
   void after_compute(entry& b) {

@@ -4,4 +4,4 @@
 struct snippet_op {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
-#define COHORT_SNIPPET_PARAMETERS cohort::distributed_buffer<float> &data, snippet_op my_op
+#define COHORT_SNIPPET_PARAMETERS cohort::distributed_buffer<float>&data, snippet_op my_op

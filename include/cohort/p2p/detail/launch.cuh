@@ -2,10 +2,11 @@
 // kernel, with the same grid, on every member's stream, after the kernel is loaded everywhere.
 #pragma once
 
-#include "../../execution/detail/launch_order.cuh"
 #include "../../detail/one_capture.cuh"
+#include "../../execution/detail/launch_order.cuh"
 #include "../../execution/launch.cuh"
 #include "../p2p_clique.cuh"
+#include "clique_access.cuh"
 #include "kernels.cuh"
 
 #include <algorithm>
@@ -18,12 +19,14 @@
 
 namespace cohort::detail::p2p {
 
+#if COHORT_TEST_HOOKS
 // Testing: the launch on this member throws, as a failed launch would, after the members
 // before it launched (once; -1: never).
 inline std::atomic<int>& fail_launch_on_member_for_testing() {
   static std::atomic<int> member{-1};
   return member;
 }
+#endif
 
 // Under capture the members "launched" were only captured: nothing waits, and a release would
 // raise the slots under the direct calls still running (the clique is broken either way).
@@ -35,7 +38,7 @@ inline void release_after_partial_launch(p2p_clique& peers, std::size_t launched
   }
   for (std::size_t i = 0; i < launched; ++i) {
     try {
-      peers.release(i, static_cast<int>(launched), blocks);
+      clique_access::release(peers, i, static_cast<int>(launched), blocks);
     } catch (...) { // the member's context is gone too: nothing waits there any more
     }
   }
@@ -69,7 +72,7 @@ auto arguments_of_every_member(p2p_clique& peers, Args& args, bool no_op) {
 template <class... Params, class Args>
 void ensure_loaded(p2p_clique& peers, const launch_config& config, void (*kernel)(Params...),
                    Args& args) {
-  auto& loaded = peers.loaded_kernels();
+  auto& loaded = clique_access::loaded_kernels(peers);
   const void* key = reinterpret_cast<const void*>(kernel);
   if (std::find(loaded.begin(), loaded.end(), key) != loaded.end()) return;
   if (peers.stream(0).is_capturing()) return; // loaded at instantiation; again next time
@@ -104,6 +107,7 @@ void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& confi
   const std::lock_guard lock(multi_stream_launch_lock());
   for (std::size_t i = 0; i < peers.size(); ++i) {
     try {
+#if COHORT_TEST_HOOKS
       if (fail_launch_on_member_for_testing().load() == static_cast<int>(i)) {
         fail_launch_on_member_for_testing() = -1;
         throw cuda_error(cudaErrorLaunchFailure,
@@ -111,11 +115,12 @@ void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& confi
                              " (injected)",
                          peers.device(i).get());
       }
+#endif
       std::apply([&](auto&&... a) { launch(peers.stream(i), config, kernel, a...); },
                  member_args[i]);
     } catch (...) {
       if (i > 0) {
-        peers.mark_broken();
+        clique_access::mark_broken(peers);
         release_after_partial_launch(peers, i,
                                      std::min<unsigned>(blocks, static_cast<unsigned>(max_blocks)));
       }
