@@ -1,7 +1,8 @@
 // libFuzzer target: the partition math and its argument checks, on arbitrary input. Whatever the
 // bytes say (sizes up to 2^64 − 1, weights from denormal to 1e308, NaN, infinity, zero, negative),
-// a call either throws std::invalid_argument or returns a partition that covers [0, n) exactly,
-// with the promised shape; adaptive weights stay finite, positive and summing to one.
+// a call throws std::invalid_argument where an argument is invalid and only there, and otherwise
+// returns a partition that covers [0, n) exactly, with the promised shape; adaptive weights stay
+// finite, positive and summing to one.
 #include <cohort/partitioning/adaptive_weights.cuh>
 
 #include <cmath>
@@ -123,7 +124,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(!valid);
   }
 
-  try { // from_counts: any counts, unless their sum passes the address space
+  { // from_counts: any counts, refused only where there are none or their sum passes the
+    // address space; valid ones are taken exactly as given
     std::vector<std::size_t> counts(parts);
     bool overflows = false;
     std::size_t sum = 0;
@@ -132,10 +134,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       overflows = overflows || c > std::numeric_limits<std::size_t>::max() - sum;
       sum += c;
     }
-    const auto p = cohort::partition::from_counts(counts);
-    require(parts > 0 && !overflows);
-    check_cover(p, sum);
-  } catch (const std::invalid_argument&) {
+    const bool valid_counts = parts > 0 && !overflows;
+    try {
+      const auto p = cohort::partition::from_counts(counts);
+      require(valid_counts);
+      require(p.counts() == counts);
+      check_cover(p, sum);
+    } catch (const std::invalid_argument&) {
+      require(!valid_counts);
+    }
   }
 
   if (parts > 0) { // adaptive weights under arbitrary measurements

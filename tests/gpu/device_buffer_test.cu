@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -49,6 +51,115 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 const std::size_t sizes[] = {0, 1, 2, 3, 13, 1021, 65537, 1000003};
+
+// Spins until the host sets *release, or until `limit_ns` have passed (then sets *timed_out): holds
+// a stream busy for as long as a case needs, and never longer than the limit, however it fails.
+__global__ void hold_until_released(const volatile int* release, volatile int* timed_out,
+                                    unsigned long long limit_ns) {
+  const unsigned long long start = cohort::testing::global_nanoseconds();
+  while (*release == 0) {
+    if (cohort::testing::global_nanoseconds() - start > limit_ns) {
+      *timed_out = 1;
+      return;
+    }
+    __nanosleep(1000);
+  }
+}
+
+// Whether `e` completes within `limit`, polled: a copy ordered wrongly fails the case, not hangs it.
+bool completes_within(const cohort::event& e, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!e.ready()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+// A stream held busy, from construction until release() or the end of the scope, by a kernel that
+// waits for a flag in mapped pinned memory (30 s at most).
+class held_stream {
+ public:
+  explicit held_stream(cohort::stream_ref s)
+      : stream_(s) {
+    cohort::scoped_device on(s.device());
+    void* flags = nullptr;
+    REQUIRE(cudaHostAlloc(&flags, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable) ==
+            cudaSuccess);
+    flags_ = static_cast<volatile int*>(flags);
+    flags_[0] = 0; // release
+    flags_[1] = 0; // timed out
+    void* on_device = nullptr;
+    REQUIRE(cudaHostGetDevicePointer(&on_device, flags, 0) == cudaSuccess);
+    auto* device_flags = static_cast<int*>(on_device);
+    cohort::launch(s, {.grid = 1, .block = 1}, hold_until_released, device_flags, device_flags + 1,
+                   30'000'000'000ull);
+  }
+  // Still held: the kernel neither released nor timed out.
+  bool busy() const { return !stream_.ready() && flags_[1] == 0; }
+  // Lets the kernel end and waits for it (which its own limit bounds).
+  void release() {
+    if (released_) return;
+    released_ = true;
+    flags_[0] = 1;
+    stream_.synchronize();
+  }
+  ~held_stream() {
+    try {
+      release();
+    } catch (...) {
+    }
+    (void)cudaFreeHost(const_cast<int*>(flags_));
+  }
+  held_stream(const held_stream&) = delete;
+  held_stream& operator=(const held_stream&) = delete;
+
+ private:
+  cohort::stream_ref stream_;
+  volatile int* flags_ = nullptr;
+  bool released_ = false;
+};
+
+// The buffer's elements, read on a stream of their own (the buffer's stream may be held), within
+// `limit`.
+template <class T>
+std::vector<T> read_aside(const cohort::device_buffer<T>& x, std::chrono::milliseconds limit) {
+  std::vector<T> out(x.size());
+  if (x.empty()) return out;
+  cohort::stream side(x.device());
+  cohort::scoped_device on(x.device());
+  void* pinned = nullptr;
+  REQUIRE(cudaMallocHost(&pinned, x.size_bytes()) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(pinned, x.data(), x.size_bytes(), cudaMemcpyDeviceToHost,
+                          side.native_handle()) == cudaSuccess);
+  cohort::event done(x.device());
+  done.record(side);
+  const bool read = completes_within(done, limit);
+  if (read) std::memcpy(out.data(), pinned, x.size_bytes());
+  side.synchronize(); // before the pinned memory is freed (the read waits behind nothing held)
+  (void)cudaFreeHost(pinned);
+  REQUIRE_MESSAGE(read, "reading the target on a stream of its own took more than the limit");
+  return out;
+}
+
+// Copies `from` into `to` on `on` while `held` is held busy: the copy must be done (its stream's
+// event complete, its bytes in `to`) while `held` still is. A copy that also waited for `held`'s
+// work would not finish until the hold ends; one enqueued on a buffer's own stream instead of `on`
+// would leave `to` poisoned when `on`'s event completes.
+void copy_while_held(const cohort::device_buffer<float>& from, cohort::device_buffer<float>& to,
+                     cohort::stream_ref on, cohort::stream_ref held,
+                     const std::vector<float>& expected) {
+  using namespace std::chrono_literals;
+  held_stream hold(held);
+  from.copy_to(to, on);
+  cohort::event done(on.device());
+  done.record(on);
+  CHECK_MESSAGE(completes_within(done, 5s), "the copy waited for the held stream");
+  const std::vector<float> got = read_aside(to, 5s);
+  CHECK_MESSAGE(hold.busy(), "the held stream was released before the copy was checked");
+  hold.release();
+  CHECK(same_bits(expected, got));
+}
 
 } // namespace
 
@@ -174,6 +285,8 @@ TEST_CASE("copy_to keeps its order both ways over many back-to-back copies, afte
       FAIL("element " << i << " is " << out[i] << ", expected " << input[i] + 2 * rounds);
 }
 
+// Each copy runs while the other buffer's stream is held busy (see copy_while_held): checked after
+// full synchronizations instead, a copy ordered after both streams passed too.
 TEST_CASE("copy_to on a given stream copies on that stream alone") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const int last = cohort::device_count() - 1;
@@ -187,15 +300,8 @@ TEST_CASE("copy_to on a given stream copies on that stream alone") {
     c.fill_bytes(cohort::testing::poison_byte);
     s0.synchronize();
     s1.synchronize();
-    a.copy_to(b, s0); // on the source's stream
-    a.copy_to(c, s1); // on the target's stream
-    s0.synchronize();
-    std::vector<float> from_b(n), from_c(n);
-    b.copy_to_host(from_b);
-    c.copy_to_host(from_c);
-    s1.synchronize();
-    CHECK(same_bits(input, from_b));
-    CHECK(same_bits(input, from_c));
+    copy_while_held(a, b, s0, s1, input); // on the source's stream, the target's held
+    copy_while_held(a, c, s1, s0, input); // on the target's stream, the source's held
   }
 }
 

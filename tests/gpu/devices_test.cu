@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <stdexcept>
+#include <utility>
+
 TEST_CASE("properties describe every visible GPU") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (cohort::device_ref d : cohort::devices()) {
@@ -38,18 +41,46 @@ TEST_CASE("memory_info reports free below total and sees an allocation [serial]"
   REQUIRE(cudaFree(p) == cudaSuccess);
 }
 
+// Needs two GPUs: on one, the scope's device and the one before it are both 0, and a scope that
+// never switched or never switched back would pass. Both directions, so that a scope that
+// "restores" a fixed device 0 instead of the one before it fails too.
 TEST_CASE("scoped_device restores the previous device even when the body throws") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  const int last = cohort::device_count() - 1;
-  cohort::scoped_device base(cohort::device_ref{0}); // the case's own device 0, given back at its end
-  try {
-    cohort::scoped_device on(cohort::device_ref{last});
+  COHORT_SKIP_UNLESS_GPUS(2);
+  const int first = 0, last = cohort::device_count() - 1;
+  for (const auto [before, inside] : {std::pair{first, last}, std::pair{last, first}}) {
+    CAPTURE(before);
+    CAPTURE(inside);
+    cohort::scoped_device base(cohort::device_ref{before}); // given back at the end of the round
+    try {
+      cohort::scoped_device on(cohort::device_ref{inside});
+      int now = -1;
+      REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+      CHECK(now == inside);
+      throw std::runtime_error("body failed");
+    } catch (const std::runtime_error&) {
+    }
     int now = -1;
     REQUIRE(cudaGetDevice(&now) == cudaSuccess);
-    CHECK(now == last);
+    CHECK(now == before);
+  }
+}
+
+// What one GPU can check: the scope makes device 0 current, and a body that throws leaves it so.
+TEST_CASE("scoped_device on one GPU makes it current and survives a throwing body") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  // The case's own device 0, given back at its end.
+  cohort::scoped_device base(cohort::device_ref{0});
+  bool caught = false;
+  try {
+    cohort::scoped_device on(cohort::device_ref{0});
+    int now = -1;
+    REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+    CHECK(now == 0);
     throw std::runtime_error("body failed");
   } catch (const std::runtime_error&) {
+    caught = true;
   }
+  CHECK(caught);
   int now = -1;
   REQUIRE(cudaGetDevice(&now) == cudaSuccess);
   CHECK(now == 0);

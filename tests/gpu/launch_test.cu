@@ -23,22 +23,24 @@ int current_device() {
   return id;
 }
 
-} // namespace
-
-TEST_CASE("launch runs the kernel on the stream's device and leaves the current device alone") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  const cohort::device_ref d{cohort::device_count() - 1};
-  cohort::stream s(d);
+// Launches scale_into on a stream of `on` while `caller` is the current device, then checks that
+// `caller` is still current and that the kernel ran with its arguments converted.
+void launch_from(cohort::device_ref on, cohort::device_ref caller) {
+  CAPTURE(on.get());
+  CAPTURE(caller.get());
+  cohort::stream s(on);
   const std::size_t n = 100'003; // not a multiple of the grid: the stride loop's tail is covered
   const std::vector<float> in = cohort::testing::random_values<float>(n, 16);
   cohort::device_buffer<float> x(n, s), y(n, s);
   x.copy_from_host(in);
   y.fill_bytes(cohort::testing::poison_byte);
-  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  s.synchronize();
+  cohort::scoped_device base(caller); // the case's own current device, given back at its end
+  REQUIRE(current_device() == caller.get());
   // An unsigned count and a double factor, converted to std::size_t and float as <<<>>> would.
   cohort::launch(s, {.grid = 37, .block = 128}, scale_into, x.data(), y.data(),
                  static_cast<unsigned>(n), 2.5);
-  CHECK(current_device() == 0);
+  CHECK(current_device() == caller.get());
   std::vector<float> out(n);
   y.copy_to_host(out);
   s.synchronize();
@@ -46,6 +48,24 @@ TEST_CASE("launch runs the kernel on the stream's device and leaves the current 
   for (std::size_t i = 0; i < n; ++i)
     wrong += out[i] != 2.5f * in[i];
   CHECK(wrong == 0);
+}
+
+} // namespace
+
+// Needs two GPUs: on one, the stream's device and the caller's are both 0, and a launch that left
+// its stream's device current would pass. Both directions, so that a launch that "restores" a
+// fixed device 0 instead of the caller's fails too.
+TEST_CASE("launch runs the kernel on the stream's device and leaves the current device alone") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  const cohort::device_ref first{0}, last{cohort::device_count() - 1};
+  launch_from(last, first);
+  launch_from(first, last);
+}
+
+// What one GPU can check: the kernel runs with its arguments converted, and device 0 stays current.
+TEST_CASE("launch on one GPU runs the kernel with its arguments converted") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  launch_from(cohort::device_ref{0}, cohort::device_ref{0});
 }
 
 TEST_CASE("a launch CUDA refuses is a cuda_error naming the kernel and the device") {

@@ -17,21 +17,49 @@ static_assert(!std::is_constructible_v<cohort::stream_ref, std::nullptr_t>);
 static_assert(!std::is_constructible_v<cohort::event_ref, cohort::device_ref, std::nullptr_t>);
 static_assert(std::is_convertible_v<cohort::stream&, cohort::stream_ref>);
 
+// Needs two GPUs: on one, each stream's device is the caller's device 0 already, and a
+// constructor that left its stream's device current would pass. Each stream is made while another
+// device is current, so that one that "restores" a fixed device 0 fails too.
 TEST_CASE("a stream knows its device and leaves the current device alone") {
-  COHORT_SKIP_UNLESS_GPUS(1);
-  cohort::scoped_device base(cohort::device_ref{0}); // the case's own device 0, given back at its end
+  COHORT_SKIP_UNLESS_GPUS(2);
+  const int count = cohort::device_count();
+  cohort::scoped_device base(cohort::device_ref{0}); // the case's own device, given back at its end
   for (cohort::device_ref d : cohort::devices()) {
+    CAPTURE(d.get());
+    const int caller = (d.get() + 1) % count; // not the stream's device
+    base.set(cohort::device_ref{caller});
     cohort::stream s(d);
     int now = -1;
     REQUIRE(cudaGetDevice(&now) == cudaSuccess);
-    CHECK(now == 0);
+    CHECK(now == caller);
     CHECK(s.device() == d);
     CHECK(cohort::stream_ref(s.native_handle()).device() == d); // asked from CUDA
     unsigned flags = 0;
     REQUIRE(cudaStreamGetFlags(s.native_handle(), &flags) == cudaSuccess);
     CHECK(flags == cudaStreamNonBlocking);
     CHECK(s.ready());
+    REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+    CHECK(now == caller); // and asking the stream its device, its flags and its state left it too
   }
+}
+
+// What one GPU can check: the stream's device, asked of cohort and of CUDA, its flags, that it
+// starts ready, and that device 0 is still current.
+TEST_CASE("a stream on one GPU knows its device, does not block and starts ready") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  // The case's own device 0, given back at its end.
+  cohort::scoped_device base(cohort::device_ref{0});
+  const cohort::device_ref d{0};
+  cohort::stream s(d);
+  int now = -1;
+  REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+  CHECK(now == 0);
+  CHECK(s.device() == d);
+  CHECK(cohort::stream_ref(s.native_handle()).device() == d); // asked from CUDA
+  unsigned flags = 0;
+  REQUIRE(cudaStreamGetFlags(s.native_handle(), &flags) == cudaSuccess);
+  CHECK(flags == cudaStreamNonBlocking);
+  CHECK(s.ready());
 }
 
 TEST_CASE("stream move, release and adopt keep exactly one owner") {

@@ -37,15 +37,29 @@ TEST_CASE("even partition over sizes 0 1 primes and fewer items than parts") {
 }
 
 TEST_CASE("weighted partition follows the weights within one item") {
+  // Quarters, so that each exact share n * w / total is a fraction of integers: compared without
+  // rounding, "within one item" holds exactly (the largest remainder gives a share's floor or the
+  // item above it, and a whole share exactly), at 2^33 and up to the largest size_t as at 3.
   const std::vector<double> weights{1.0, 3.0, 0.5, 2.25};
-  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
-  for (std::size_t n : {0ul, 1ul, 3ul, 11ul, 1009ul, (1ul << 33) + 5}) {
+  const unsigned quarters[] = {4, 12, 2, 9};
+  const unsigned total = 27; // of the quarters
+  for (std::size_t d = 0; d < weights.size(); ++d)
+    REQUIRE(weights[d] * 4 == quarters[d]);
+  for (std::size_t n :
+       {0ul, 1ul, 3ul, 11ul, 27ul, 1009ul, (1ul << 33) + 5, (1ul << 53) + 1,
+        std::numeric_limits<std::size_t>::max() - 26, std::numeric_limits<std::size_t>::max()}) {
     CAPTURE(n);
     auto p = cohort::partition::weighted(n, weights);
     check_covers(p, n, weights.size());
     for (std::size_t d = 0; d < weights.size(); ++d) {
-      const double exact = static_cast<double>(n) * weights[d] / total;
-      CHECK(std::fabs(static_cast<double>(p.count(d)) - exact) < 1.0 + 1e-6 * exact);
+      CAPTURE(d);
+      const unsigned __int128 scaled = static_cast<unsigned __int128>(n) * quarters[d];
+      const auto floor = static_cast<std::size_t>(scaled / total);
+      const bool whole = scaled % total == 0;
+      CAPTURE(floor);
+      CAPTURE(p.count(d));
+      // |count - exact| < 1: the floor, or the item above it where the share is not whole.
+      CHECK((p.count(d) == floor || (!whole && p.count(d) == floor + 1)));
     }
   }
   CHECK(cohort::partition::weighted(10, {1.0, 3.0}).counts() == std::vector<std::size_t>{3, 7});
