@@ -1,6 +1,7 @@
-"""benchmarks/run's parsing, goal judgements (the goals of benchmarks/goals.json), data files and
-plots, on benchmark output kept in docs/runs (what the 2-GPU runs printed) and on a synthetic
-p2p_bench output in today's format (tests/host/data), so that the report says what the numbers say."""
+"""benchmarks/run's parsing, goal judgements (the goals of benchmarks/goals.json), data files,
+plots and performance page, on benchmark output kept in tests/host/data (what runs on one and two
+H200s printed, in earlier output formats too) and on a synthetic p2p_bench output in the current
+format, so that the report says what the numbers say."""
 import importlib.machinery
 import importlib.util
 import json
@@ -17,12 +18,13 @@ run = importlib.util.module_from_spec(spec)
 loader.exec_module(run)
 
 
-SYNTHETIC = ROOT / "tests" / "host" / "data" / "p2p_bench_synthetic.txt"
+DATA = ROOT / "tests" / "host" / "data"
+SYNTHETIC = DATA / "p2p_bench_synthetic.txt"
 has_matplotlib = importlib.util.find_spec("matplotlib") is not None
 
 
 def tables_of(**files):
-    return {name: run.parse_tables((ROOT / "docs" / "runs" / f).read_text() if isinstance(f, str)
+    return {name: run.parse_tables((DATA / f).read_text() if isinstance(f, str)
                                    else f.read_text()) for name, f in files.items()}
 
 
@@ -44,14 +46,14 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(tables[1][0], "first")  # no new heading: the last one applies
 
     def test_p2p_goals_follow_the_2_gpu_run(self):
-        g = goals_of(p2p_bench="2026-11-30-h200x2-p2p_bench.md")
+        g = goals_of(p2p_bench="pair_first/p2p_bench.md")
         self.assertEqual(g["peer-to-peer all_reduce ≥ 2× faster than NCCL at ≤ 8 KiB"],
                          ("1.34–2.07×", "missed"))
         self.assertEqual(g["peer-to-peer all_reduce busbw ≥ NCCL's from 64 MiB"],
                          ("1.015–1.161× NCCL", "met"))
 
     def test_nccl_goals_follow_the_2_gpu_run(self):
-        g = goals_of(nccl_bench="2026-11-30-h200x2-nccl_bench.md")
+        g = goals_of(nccl_bench="pair_first/nccl_bench.md")
         self.assertEqual(g["all_reduce through NCCL ≥ 0.98 × raw busbw from 1 MiB"], ("0.974–1.007", "missed"))
         result, status = g["all_reduce through NCCL adds ≤ 1 µs per call below 1 MiB"]
         self.assertEqual(status, "missed")  # in place: 65536 bytes took 1.01 µs more
@@ -59,13 +61,13 @@ class ReportTest(unittest.TestCase):
 
     def test_copy_goal_reads_the_stream_form_not_the_ordered_one(self):
         # copy_bench prints "ratio" (copy_to(target, stream)) before "ordered ratio" (copy_to(target)).
-        g = goals_of(copy_bench="2026-11-30-h200x2-E2/copy_bench.txt")
+        g = goals_of(copy_bench="pair_second/copy_bench.txt")
         self.assertEqual(g["peer copy ≥ 0.98 × cudaMemcpyPeerAsync (one way, from 16 MiB)"],
                          ("1.000–1.004", "met"))
 
-    def test_the_2_gpu_report_of_session_3(self):
-        g = goals_of(nccl_bench="2026-11-30-h200x2-E2/nccl_bench.txt",
-                     p2p_bench="2026-11-30-h200x2-E2/p2p_bench.txt")
+    def test_a_second_2_gpu_report(self):
+        g = goals_of(nccl_bench="pair_second/nccl_bench.txt",
+                     p2p_bench="pair_second/p2p_bench.txt")
         self.assertEqual(g["all_reduce through NCCL ≥ 0.98 × raw busbw from 1 MiB"], ("0.967–1.007", "missed"))
         self.assertEqual(g["peer-to-peer all_reduce ≥ 2× faster than NCCL at ≤ 8 KiB"], ("1.49–1.70×", "missed"))
         self.assertEqual(g["peer-to-peer all_reduce busbw ≥ NCCL's from 64 MiB"], ("1.018–1.160× NCCL", "met"))
@@ -88,18 +90,18 @@ class ReportTest(unittest.TestCase):
             ("fused layer tail ≥ 1.3 × unfused up to 128 KiB per rank (replayed from graphs) — an emulated pair on one GPU in this run", "1.50–1.50×", "met")])
 
     def test_one_rank_and_one_gpu_are_not_judged_as_peers(self):
-        g = goals_of(nccl_bench="2026-11-30-h200x1-report/nccl_bench.txt")
+        g = goals_of(nccl_bench="one_gpu_report/nccl_bench.txt")
         for goal in ("all_reduce through NCCL ≥ 0.98 × raw busbw from 1 MiB",
                      "all_reduce through NCCL adds ≤ 1 µs per call below 1 MiB"):
             self.assertEqual(g[goal], ("one rank only: nothing moves; measured on 2+ GPUs", "—"))
         # One GPU: the p2p engine on an emulated pair, no NCCL baseline ('-' cells).
-        g = goals_of(p2p_bench="2026-11-30-h200x1-report/p2p_bench.txt")
+        g = goals_of(p2p_bench="one_gpu_report/p2p_bench.txt")
         self.assertEqual(g["peer-to-peer all_reduce ≥ 2× faster than NCCL at ≤ 8 KiB"],
                          ("not measured in this run", "—"))
 
     @unittest.skipUnless(has_matplotlib, "matplotlib is not installed")
     def test_one_rank_draws_no_nccl_curve_and_does_not_fail(self):
-        tables = tables_of(nccl_bench="2026-11-30-h200x1-report/nccl_bench.txt")
+        tables = tables_of(nccl_bench="one_gpu_report/nccl_bench.txt")
         with tempfile.TemporaryDirectory() as out:
             self.assertEqual(run.plot(tables, Path(out)), [])  # nothing measured between peers
 
@@ -121,7 +123,7 @@ class ReportTest(unittest.TestCase):
                        "p2p-busbw-vs-link"):
             self.assertIn(wanted, ids)
 
-    def test_this_rounds_p2p_goals_on_the_new_format(self):
+    def test_p2p_goals_on_the_current_format(self):
         g = goals_of(p2p_bench=SYNTHETIC)
         # 16384 bytes (5.00 us, 1.30x) lies outside <= 8 KiB and must not count.
         self.assertEqual(g[goal_text("p2p-graph-small-time")], ("2.90–3.40 µs", "met"))
@@ -168,9 +170,9 @@ class ReportTest(unittest.TestCase):
             drawn = run.plot({"p2p_bench": run.parse_tables(SYNTHETIC.read_text())}, Path(out))
             self.assertEqual(drawn, ["all_reduce_time.png", "all_reduce_busbw.png"])
             self.assertGreater(image.imread(str(Path(out) / "all_reduce_time.png")).shape[0], 100)
-        tables = tables_of(nccl_bench="2026-11-30-h200x2-report/nccl_bench.txt",
-                           p2p_bench="2026-11-30-h200x2-report/p2p_bench.txt",
-                           for_each_bench="2026-11-30-h200x2-report/for_each_bench.txt")
+        tables = tables_of(nccl_bench="pair_report/nccl_bench.txt",
+                           p2p_bench="pair_report/p2p_bench.txt",
+                           for_each_bench="pair_report/for_each_bench.txt")
         with tempfile.TemporaryDirectory() as out:
             self.assertEqual(run.plot(tables, Path(out)),
                              ["all_reduce_time.png", "all_reduce_busbw.png", "scaling_efficiency.png"])
@@ -189,14 +191,28 @@ class ReportTest(unittest.TestCase):
             seen[Path(path).name] = (ax.get_xscale(), type(ax.xaxis.get_major_locator()).__name__)
             return original(fig, path, *args, **kwargs)
 
-        tables = tables_of(nccl_bench="2026-11-30-h200x2-report/nccl_bench.txt",
-                           p2p_bench="2026-11-30-h200x2-report/p2p_bench.txt",
-                           for_each_bench="2026-11-30-h200x2-report/for_each_bench.txt")
+        tables = tables_of(nccl_bench="pair_report/nccl_bench.txt",
+                           p2p_bench="pair_report/p2p_bench.txt",
+                           for_each_bench="pair_report/for_each_bench.txt")
         with mock.patch.object(Figure, "savefig", record), tempfile.TemporaryDirectory() as out:
             run.plot(tables, Path(out))
         self.assertEqual(seen["all_reduce_time.png"], ("log", "LogLocator"))
         self.assertEqual(seen["all_reduce_busbw.png"], ("log", "LogLocator"))
         self.assertEqual(seen["scaling_efficiency.png"], ("linear", "MaxNLocator"))
+
+    def test_the_performance_page_keeps_each_machines_newest_figures(self):
+        page = run.performance_page([DATA / "pair_report", DATA / "one_gpu_json_report"])
+        # The machines with the dates of their measurements, newest first.
+        self.assertIn("| 2026-12-01 | 1 × NVIDIA H200 | — | 580.159.04 | 13.0 | not used |", page)
+        self.assertIn("| 2026-11-30 | 2 × NVIDIA H200 | NV18 | 580.159.04 | 13.0 | 2.28.3 |", page)
+        self.assertLess(page.index("| 2026-12-01 |"), page.index("| 2026-11-30 |"))
+        # Goals judged on the newest run that measured them, from .txt and from .json tables.
+        self.assertIn("| peer-to-peer all_reduce busbw ≥ NCCL's from 64 MiB | 1.015–1.162× NCCL | met "
+                      "| 2 × NVIDIA H200, 2026-11-30 |", page)
+        self.assertIn("| 0.53× | missed | 1 × NVIDIA H200, 2026-12-01 |", page)
+        self.assertIn("## scan_sort_bench: 1 × NVIDIA H200, 2026-12-01", page)
+        self.assertIn("## p2p_bench: 2 × NVIDIA H200, 2026-11-30", page)
+        self.assertNotIn("session", page)
 
     def test_the_time_plot_has_the_four_all_reduce_curves(self):
         t = run.find({"p2p_bench": run.parse_tables(SYNTHETIC.read_text())}, "p2p_bench", "automatic us")

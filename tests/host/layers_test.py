@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Holds every #include under include/cohort to the layer table in docs/design.md.
+"""Holds every #include under include/cohort to the layer table in docs/design.md, and every
+header to at most MAX_LINES lines.
 
 A header may include headers of its own folder (its detail/ folder counts as the folder) and of
 folders of a lower order; never a higher order, never a folder of the same order beside its own
@@ -105,6 +106,23 @@ def check(include_dir, orders):
     return problems, graph
 
 
+# Short files with one purpose: a header past this many lines holds more than one role.
+MAX_LINES = 350
+
+
+def too_long(include_dir):
+    problems = []
+    for dirpath, _, files in os.walk(include_dir):
+        for name in files:
+            if name.endswith(".cuh"):
+                path = os.path.join(dirpath, name)
+                lines = sum(1 for _ in open(path, encoding="utf-8"))
+                if lines > MAX_LINES:
+                    rel = os.path.relpath(path, include_dir)
+                    problems.append(f"{rel}: {lines} lines (at most {MAX_LINES}: split it by role)")
+    return problems
+
+
 def self_test():
     """The checker must catch an upward include, a sideways one and a cycle."""
     import tempfile
@@ -137,6 +155,7 @@ def main():
         print("docs/design.md has no layer table")
         return 1
     problems, graph = check(include, orders)
+    problems += too_long(include)
     for p in problems:
         print(p)
     edges = sum(len(v) for v in graph.values())
