@@ -54,7 +54,13 @@
 
 namespace cohort {
 
+namespace detail {
+struct group_memory_access;
+} // namespace detail
+
 class device_group {
+  friend struct detail::group_memory_access;
+
  public:
   // A group of distinct real devices, in the given order. Rejects an empty list, a device out of
   // range and a device listed twice.
@@ -200,15 +206,13 @@ class device_group {
   bool borrows_streams() const noexcept { return streams_.empty() && !stream_refs_.empty(); }
   const std::vector<device_ref>& devices() const noexcept { return devices_; }
 
-  // Where cohort's device memory for member `i` comes from (buffers over the group, the scratch
-  // of its algorithms and cliques): the group's memory resource, counted per member.
+  // Where cohort's memory for member `i` comes from: the group's resource, counted per member.
   memory_resource_ref memory_resource(std::size_t i) const {
     detail::element_at(devices_, i, "device_group::memory_resource", "members");
     return memory_[i];
   }
-  // From now on every member allocates from `resource` (which must outlive the group's memory).
-  // Refused (std::logic_error) while cohort holds memory through the group: it goes back to the
-  // resource it came from.
+  // From now on every member allocates from `resource` (which must outlive what it gives).
+  // Refused (std::logic_error) while the group holds memory: it goes back where it came from.
   void set_memory_resource(memory_resource_ref resource) {
     for (std::size_t i = 0; i < size(); ++i)
       if (memory_[i].usage().bytes != 0)
@@ -320,6 +324,18 @@ class device_group {
   // One per member, at a fixed address: buffers refer to it until they are freed.
   std::unique_ptr<detail::tracking_resource[]> memory_;
 };
+
+namespace detail {
+
+// Whether member `i` allocates from the device's own pool, whose free memory the algorithms can
+// check before they enqueue anything (another resource is asked, and answers for itself).
+struct group_memory_access {
+  static bool uses_device_pool(const device_group& group, std::size_t i) {
+    return group.memory_[i].upstream() == default_memory_resource();
+  }
+};
+
+} // namespace detail
 
 // Every member checked first: a capturing member k is refused before members 0..k-1 are waited
 // for.
