@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <new>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -217,12 +218,14 @@ namespace {
 struct test_resource {
   int allocations = 0;
   long long outstanding = 0;
-  int fail_at = -1;  // the allocation (0-based) that returns null
-  int throw_at = -1; // the allocation that throws
+  int fail_at = -1;      // the allocation (0-based) that returns null
+  int throw_at = -1;     // the allocation that throws
+  int bad_alloc_at = -1; // the allocation that throws std::bad_alloc (as rmm's out_of_memory)
   void* allocate_async(std::size_t bytes, std::size_t, cuda::stream_ref stream) {
     const int k = allocations++;
     if (k == fail_at) return nullptr;
     if (k == throw_at) throw std::runtime_error("test_resource: no memory today");
+    if (k == bad_alloc_at) throw std::bad_alloc();
     void* p = nullptr;
     if (cudaMallocAsync(&p, bytes, stream.get()) != cudaSuccess) return nullptr;
     outstanding += static_cast<long long>(bytes);
@@ -295,6 +298,41 @@ TEST_CASE("a resource that fails part-way through a distributed allocation leaks
     CHECK(group.memory_held(1).bytes == 0);
     group.set_memory_resource(cohort::default_memory_resource());
   }
+}
+
+TEST_CASE("a resource's std::bad_alloc is out of memory, as a null allocation is") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  cohort::stream s(cohort::device_ref{0});
+  test_resource resource;
+  resource.bad_alloc_at = 0;
+  try {
+    cohort::device_buffer<double> x(1000, s, resource);
+    FAIL("a failed allocation was taken");
+  } catch (const cohort::cuda_error& e) {
+    CHECK(e.status() == cudaErrorMemoryAllocation);
+    CHECK(std::string(e.what()).find("Asked for 8000 bytes") != std::string::npos);
+  }
+  CHECK(resource.outstanding == 0);
+}
+
+// Asking CUDA whether the legacy default stream is captured, while a blocking stream of its device
+// is, is an error of its own (cudaErrorStreamCaptureImplicit): cohort does not ask, since the
+// legacy stream is never captured.
+TEST_CASE("the legacy default stream reads as not captured while another stream is") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  cohort::scoped_device on(d);
+  cudaStream_t blocking = nullptr;
+  REQUIRE(cudaStreamCreate(&blocking) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  bool captured = true;
+  CHECK_NOTHROW(captured = cohort::stream_ref::legacy_default(d).is_capturing());
+  CHECK_FALSE(captured);
+  CHECK(cohort::stream_ref(d, blocking).is_capturing());
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(blocking, &graph) == cudaSuccess);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  CHECK(cudaStreamDestroy(blocking) == cudaSuccess);
 }
 
 TEST_CASE("a device buffer takes a resource, and the default pool's release threshold is set") {

@@ -44,7 +44,7 @@ class device_result {
  public:
   explicit device_result(const device_group& group)
       : value_(1, (detail::members_of(group, "device_result"), group.stream(0)))
-      , scratch_(group, max_blocks(group), "device_result")
+      , scratch_(group, max_blocks(group), "device_result", /*for_graphs=*/true)
       , events_(group) {
     for (std::size_t k = 0; k < group.size(); ++k)
       streams_.push_back(group.stream(k));

@@ -25,6 +25,7 @@ struct capture_state {
 };
 
 inline capture_state capture_of(stream_ref stream, std::string_view function) {
+  if (stream.native_handle() == cudaStreamLegacy) return {}; // never captured (stream_ref.cuh)
   scoped_device on(stream.device());
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   capture_state state;

@@ -82,7 +82,7 @@ class managed_buffer {
   managed_buffer& operator=(managed_buffer&&) = delete;
   managed_buffer(const managed_buffer&) = delete;
   managed_buffer& operator=(const managed_buffer&) = delete;
-  // Frees the allocation (cudaFree waits for the work still using it).
+  // Waits for the work queued on every member's stream, then frees the allocation.
   ~managed_buffer() { release(); }
 
   std::size_t size() const noexcept { return split_.size(); }
@@ -207,8 +207,14 @@ class managed_buffer {
     }
   }
 
+  // Every member's stream first (bounded by the work queued there: cudaFree alone is not ordered
+  // after other devices' streams), then the allocation.
   void release() noexcept {
     if (data_ == nullptr) return;
+    for (std::size_t i = 0; i < streams_.size(); ++i)
+      detail::on_device_quietly(devices_[i], [&] {
+        ignore_cuda_error(cudaStreamSynchronize(streams_[i].native_handle()));
+      });
     try {
       scoped_device on(devices_[0]);
       ignore_cuda_error(cudaFree(data_));

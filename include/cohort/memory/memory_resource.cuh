@@ -11,7 +11,8 @@
 //
 // `memory_resource_ref` refers to one without owning it (the resource must outlive every
 // allocation made through it); memory comes back on the stream it was allocated on, after the
-// work enqueued there. A resource that returns null is reported as out of memory.
+// work enqueued there. A resource that returns null or throws std::bad_alloc is reported as out of
+// memory.
 //
 //   struct counting_pool { // a resource of the caller's
 //     void* allocate_async(std::size_t bytes, std::size_t, cuda::stream_ref s) {
@@ -38,6 +39,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <new>
 #include <string>
 
 namespace cohort {
@@ -85,11 +87,16 @@ class memory_resource_ref {
               static_cast<R*>(r)->deallocate_async(p, bytes, alignment, s);
             }) {}
 
-  // `bytes` on `stream`'s device, in its order: null where the resource has none to give (or
-  // throws what the resource throws). The stream's device is current during the call.
+  // `bytes` on `stream`'s device, in its order: null where the resource has none to give (a
+  // std::bad_alloc, as rmm's out_of_memory is, counts as none; anything else it throws
+  // propagates). The stream's device is current during the call.
   void* allocate(std::size_t bytes, std::size_t alignment, stream_ref stream) const {
     scoped_device on(stream.device());
-    return allocate_(object_, bytes, alignment, cuda::stream_ref(stream.native_handle()));
+    try {
+      return allocate_(object_, bytes, alignment, cuda::stream_ref(stream.native_handle()));
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
   }
   // Gives `p` back on `stream`, after the work enqueued there. Never throws.
   void deallocate(void* p, std::size_t bytes, std::size_t alignment,

@@ -244,7 +244,7 @@ class p2p_clique {
            engines_.at(i).flags[i], first_missing, static_cast<int>(size()));
   }
 
-#if COHORT_TEST_HOOKS
+#if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
   // Moves every member's epochs forward to `epoch` (a multiple of 4, above every epoch used so
   // far), as if that many barrier values had been used; waits for the members' streams.
   void set_epochs_for_testing(std::uint64_t epoch) {

@@ -5,7 +5,8 @@
 // moved-from or released `stream` holds, and CUDA would silently take it for the legacy default
 // stream. The default streams are taken where they are named with their device: the legacy one
 // synchronizes with every blocking stream of its device (cudaStreamNonBlocking streams, such as
-// cohort's own, excepted); the per-thread one only orders the calling thread's work.
+// cohort's own, excepted); the per-thread one only orders the calling thread's work, and means
+// the calling thread's stream wherever the ref is used: use it from the thread that named it.
 //
 //   void scale(cohort::stream_ref s, float* x, std::size_t n) {
 //     cohort::launch(s, {.grid = blocks, .block = 256}, scale_kernel, x, n);
@@ -110,8 +111,11 @@ class stream_ref {
     return true;
   }
   // True while the stream is being captured into a CUDA graph (its work is recorded, not run).
+  // The legacy default stream never is (CUDA refuses to capture it), and asking about it while a
+  // blocking stream of its device is captured is itself an error, so it is not asked.
   bool is_capturing() const {
     refuse_empty("stream_ref::is_capturing");
+    if (handle_ == cudaStreamLegacy) return false;
     scoped_device on(device_);
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     check_cuda(cudaStreamIsCapturing(handle_, &status), "cudaStreamIsCapturing", device_.get());

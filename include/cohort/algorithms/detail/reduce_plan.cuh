@@ -147,14 +147,19 @@ struct reduce_scratch {
   std::vector<device_buffer<unsigned char>> buffers; // [0] gathered on member 0, [1 + k] member k
   std::vector<unsigned> capacity;                    // partial slots of member k
 
+  // `for_graphs`: from the device's pool, whose copies between devices a graph can hold (another
+  // resource's memory may not be reachable from the other members); else the group's resource.
   reduce_scratch(const device_group& group, const std::vector<unsigned>& blocks,
-                 std::string_view function)
+                 std::string_view function, bool for_graphs = false)
       : capacity(blocks) {
+    auto resource = [&](std::size_t k) {
+      return for_graphs ? default_memory_resource() : group.memory_resource(k);
+    };
     buffers.reserve(group.size() + 1);
-    buffers.push_back(reduce_scratch_on(group.stream(0), group.memory_resource(0),
-                                        group.size() * sizeof(maybe<T>), function));
+    buffers.push_back(
+        reduce_scratch_on(group.stream(0), resource(0), group.size() * sizeof(maybe<T>), function));
     for (std::size_t k = 0; k < group.size(); ++k)
-      buffers.push_back(reduce_scratch_on(group.stream(k), group.memory_resource(k),
+      buffers.push_back(reduce_scratch_on(group.stream(k), resource(k),
                                           blocks[k] == 0 ? 0 : reduce_scratch_bytes<T>(blocks[k]),
                                           function));
   }

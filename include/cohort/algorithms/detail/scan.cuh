@@ -121,7 +121,10 @@ void scan_over_members(const device_group& group, InputOf input_of, Out& out, co
   std::vector<T*> carry(members), next(members), total(members);
   std::vector<void*> temp(members);
   for (std::size_t k = 0; k < members; ++k) {
-    memory.emplace_back(need[k], group.stream(k), group.memory_resource(k));
+    // Captured, the scratch is the graph's to allocate at each launch, from the device's pool (whose
+    // copies between devices a graph can hold); otherwise it comes from the group's resource.
+    memory.emplace_back(need[k], group.stream(k),
+                        capturing ? default_memory_resource() : group.memory_resource(k));
     carry[k] = memory[k].take<T>(1);
     next[k] = memory[k].take<T>(1);
     total[k] = memory[k].take<T>(1);

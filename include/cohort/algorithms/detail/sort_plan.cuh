@@ -36,7 +36,7 @@ struct sort_request {
   std::size_t max_block = 0; // 0: as large as the member's memory allows
 };
 
-#if COHORT_TEST_HOOKS
+#if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
 // For tests, per thread: force a form, and make the staged form work in blocks of at most
 // `max_block` elements, so that small inputs take several runs and pieces per member;
 // `before_scratch` is called with each plan's scratch per member just before it is allocated (a
@@ -249,7 +249,11 @@ sort_plan plan_with_scratch(const device_group& group, const partition& split, L
     before_sort_scratch(plan.need);
     try {
       for (std::size_t k = 0; k < group.size(); ++k)
-        memory.emplace_back(plan.need[k], group.stream(k), group.memory_resource(k));
+        // Scratch the other members read (the sorted runs, on the devices) comes from the device's
+        // pool, which the group lets its members reach; another resource's memory may not be.
+        memory.emplace_back(plan.need[k], group.stream(k),
+                            plan.through_host ? group.memory_resource(k)
+                                              : default_memory_resource());
       return plan;
     } catch (const cuda_error& error) {
       memory.clear();

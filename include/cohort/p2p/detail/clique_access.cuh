@@ -42,7 +42,7 @@ struct clique_access {
   static Handle for_loading(const Handle& handle) {
     return handle.for_loading();
   }
-#if COHORT_TEST_HOOKS
+#if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
   static void set_epochs_for_testing(p2p_clique& peers, std::uint64_t epoch) {
     peers.set_epochs_for_testing(epoch);
   }

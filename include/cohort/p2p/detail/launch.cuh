@@ -19,7 +19,7 @@
 
 namespace cohort::detail::p2p {
 
-#if COHORT_TEST_HOOKS
+#if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
 // Testing: the launch on this member throws, as a failed launch would, after the members
 // before it launched (once; -1: never).
 inline std::atomic<int>& fail_launch_on_member_for_testing() {
@@ -107,7 +107,7 @@ void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& confi
   const std::lock_guard lock(multi_stream_launch_lock());
   for (std::size_t i = 0; i < peers.size(); ++i) {
     try {
-#if COHORT_TEST_HOOKS
+#if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
       if (fail_launch_on_member_for_testing().load() == static_cast<int>(i)) {
         fail_launch_on_member_for_testing() = -1;
         throw cuda_error(cudaErrorLaunchFailure,
