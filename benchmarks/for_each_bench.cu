@@ -5,8 +5,18 @@
 //   3. host overhead of one call on a tiny range vs a cudaSetDevice + launch loop, with cohort's
 //      NVTX ranges on (no tool attached) and compiled out (for_each_bench_nvtx_off, run from here);
 //   4. adaptive partitioning on an emulated uneven group (1/4 and 3/4 of the SMs) vs even split;
-//   5. sum of floats: multi_device_reduce vs cub::DeviceReduce::Sum on one GPU, and scaled.
-// Prints Markdown tables. Usage: for_each_bench [elements per GPU, default 2^28]
+//   5. sum of floats: multi_device_reduce vs cub::DeviceReduce::Sum on one GPU, and scaled;
+//   6. views against buffers: multi_device_for_each (v = a·v + b) and multi_device_reduce (to the
+//      host through pending::wait, and into a device_result) on the same memory, through its
+//      distributed_buffer and through a distributed_view made from spans of the buffer's shards
+//      (the path of the user's own memory); the ratio buffer/view should be 1;
+//   7. scratch from a memory resource: multi_device_reduce (pending form) and
+//      multi_device_inclusive_scan, which allocate scratch every call, with the group's default
+//      resource (the device's pool, which gives its free memory back at every synchronization)
+//      against a cudaMemPool_t of the benchmark's own that keeps everything.
+// 6 and 7 run on a group of one GPU and on every GPU (an emulated pair where one is visible), the
+// size argument's elements per GPU. Prints Markdown tables.
+// Usage: for_each_bench [elements per GPU, default 2^28]
 #include "timing.cuh"
 
 #include <cub/device/device_reduce.cuh>
@@ -14,9 +24,11 @@
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +65,186 @@ __global__ void nothing_kernel() {}
   std::snprintf(text, sizeof text, "%.2f", v);
   return text;
 }
+
+#if !COHORT_BENCH_HOST_OVERHEAD_ONLY
+// v = a·v + b on each element: multi_device_for_each's elements form (a < 1 and b > 0 keep the
+// values near 1, never denormal, however many calls run).
+struct scale_shift {
+  __device__ void operator()(float& v) const { v = 0.9999f * v + 0.0001f; }
+};
+
+// A view over a buffer's own memory, made from spans of its shards as a program makes one over
+// memory it allocated itself: the user's-memory path, on the same bytes as the buffer.
+cohort::distributed_view<float> view_over(const cohort::device_group& group,
+                                          cohort::distributed_buffer<float>& buffer) {
+  std::vector<cuda::std::span<float>> spans;
+  for (std::size_t k = 0; k < buffer.shards(); ++k)
+    spans.push_back(buffer.shard(k).data);
+  return cohort::distributed_view<float>(group, spans);
+}
+
+// A memory resource of the benchmark's own, what a tuned caching allocator gives: one
+// stream-ordered pool per device that keeps all it has (release threshold UINT64_MAX), so after
+// the first call no allocation maps memory again. cohort calls it with the stream's device current.
+class keeping_pool {
+ public:
+  keeping_pool() {
+    const int count = cohort::device_count();
+    for (int d = 0; d < count; ++d) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = d;
+      cudaMemPool_t pool = nullptr;
+      cohort::check_cuda(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate", d);
+      pools_.push_back(pool);
+      cuuint64_t keep = UINT64_MAX;
+      cohort::check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                         "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)", d);
+      // Peers may reach this memory, as group.enable_peer_access() lets them reach the default
+      // pool's: both sides of the comparison then take the same paths.
+      for (int peer = 0; peer < count; ++peer) {
+        int can = 0;
+        if (peer != d)
+          cohort::check_cuda(cudaDeviceCanAccessPeer(&can, peer, d), "cudaDeviceCanAccessPeer",
+                             peer);
+        if (can == 0) continue;
+        cudaMemAccessDesc access{};
+        access.location.type = cudaMemLocationTypeDevice;
+        access.location.id = peer;
+        access.flags = cudaMemAccessFlagsProtReadWrite;
+        cohort::check_cuda(cudaMemPoolSetAccess(pool, &access, 1), "cudaMemPoolSetAccess", d);
+      }
+    }
+  }
+  keeping_pool(const keeping_pool&) = delete;
+  keeping_pool& operator=(const keeping_pool&) = delete;
+  ~keeping_pool() {
+    for (cudaMemPool_t pool : pools_) // freed as the last allocation from it goes back
+      cohort::ignore_cuda_error(cudaMemPoolDestroy(pool));
+  }
+
+  void* allocate_async(std::size_t bytes, std::size_t, cuda::stream_ref stream) {
+    int device = 0;
+    cohort::check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    void* p = nullptr;
+    const cudaError_t status = cudaMallocFromPoolAsync(
+        &p, bytes, pools_.at(static_cast<std::size_t>(device)), stream.get());
+    if (status == cudaErrorMemoryAllocation)
+      cohort::ignore_cuda_error(status); // null: cohort reports it as out of memory
+    else
+      cohort::check_cuda(status, "cudaMallocFromPoolAsync", device);
+    return p;
+  }
+  void deallocate_async(void* p, std::size_t, std::size_t, cuda::stream_ref stream) noexcept {
+    cohort::ignore_cuda_error(cudaFreeAsync(p, stream.get()));
+  }
+
+ private:
+  std::vector<cudaMemPool_t> pools_;
+};
+
+// The groups of sections 6 and 7: one GPU, then every GPU (an emulated pair where one is
+// visible), each with the elements it holds (the size argument per GPU).
+struct group_kind {
+  std::string name;
+  std::function<cohort::device_group()> make;
+  std::size_t elements;
+};
+
+// Section 6's rows for one group: each operation through the buffer and through a view of it.
+void views_rows(cohort::device_group& group, const std::string& name, std::size_t elements,
+                cohort::stream_ref origin) {
+  group.enable_peer_access();
+  cohort::distributed_buffer<float> x(group, elements);
+  cohort::on_each_shard(x, [&](cohort::shard<float> sh) { fill(x.local(sh.rank), 1.0f); });
+  cohort::distributed_view<float> v = view_over(group, x);
+  cohort::device_result<float> on_gpu(group);
+  group.synchronize();
+  float sum = 0;
+  auto row = [&](const char* operation, const std::function<void(bool)>& call) {
+    const auto [buffer_ms, view_ms] = bench::paired_time_ms(
+        origin,
+        [&] {
+          group.fork(origin);
+          call(false);
+          group.join(origin);
+        },
+        [&] {
+          group.fork(origin);
+          call(true);
+          group.join(origin);
+        });
+    std::printf("| %s | %s | %.1f | %.1f | %.3f |\n", operation, name.c_str(), 1e3 * buffer_ms,
+                1e3 * view_ms, buffer_ms / view_ms);
+  };
+  row("multi_device_for_each, v = a*v + b", [&](bool through_view) {
+    if (through_view)
+      cohort::multi_device_for_each(group, v, scale_shift{});
+    else
+      cohort::multi_device_for_each(group, x, scale_shift{});
+  });
+  row("multi_device_reduce sum, pending::wait", [&](bool through_view) {
+    sum = through_view ? cohort::multi_device_reduce(group, v, 0.0f, cuda::std::plus<>{}).wait()
+                       : cohort::multi_device_reduce(group, x, 0.0f, cuda::std::plus<>{}).wait();
+  });
+  row("multi_device_reduce sum into a device_result", [&](bool through_view) {
+    if (through_view)
+      cohort::multi_device_reduce(group, v, 0.0f, cuda::std::plus<>{}, on_gpu);
+    else
+      cohort::multi_device_reduce(group, x, 0.0f, cuda::std::plus<>{}, on_gpu);
+  });
+  group.synchronize();
+  if (!(sum > 0))
+    std::printf("# views against buffers, %s: the sum came out %g\n", name.c_str(), sum);
+}
+
+// Section 7's rows for one kind of group: the same memory (views over buffers of `with_default`)
+// reduced and scanned by a group on the default resource and by one on `pool`.
+void scratch_rows(const group_kind& kind, keeping_pool& pool, cohort::stream_ref origin) {
+  cohort::device_group with_default = kind.make();
+  cohort::device_group with_pool = kind.make();
+  with_pool.set_memory_resource(pool); // before it holds anything
+  with_default.enable_peer_access();
+  with_pool.enable_peer_access();
+  cohort::distributed_buffer<float> x(with_default, kind.elements), y(with_default, kind.elements);
+  cohort::on_each_shard(x, [&](cohort::shard<float> sh) { fill(x.local(sh.rank), 0.5f); });
+  with_default.synchronize();
+  cohort::distributed_view<float> xd = view_over(with_default, x), yd = view_over(with_default, y);
+  cohort::distributed_view<float> xp = view_over(with_pool, x), yp = view_over(with_pool, y);
+  float sum = 0;
+  auto row = [&](const char* operation,
+                 const std::function<void(cohort::device_group&, bool)>& call) {
+    const auto [default_ms, pool_ms] = bench::paired_time_ms(
+        origin,
+        [&] {
+          with_default.fork(origin);
+          call(with_default, false);
+          with_default.join(origin);
+        },
+        [&] {
+          with_pool.fork(origin);
+          call(with_pool, true);
+          with_pool.join(origin);
+        });
+    std::printf("| %s | %s | %.1f | %.1f | %.3f |\n", operation, kind.name.c_str(),
+                1e3 * default_ms, 1e3 * pool_ms, pool_ms / default_ms);
+  };
+  row("multi_device_reduce sum, pending::wait", [&](cohort::device_group& group, bool pooled) {
+    sum = cohort::multi_device_reduce(group, pooled ? xp : xd, 0.0f, cuda::std::plus<>{}).wait();
+  });
+  row("multi_device_inclusive_scan, x into y", [&](cohort::device_group& group, bool pooled) {
+    cohort::multi_device_inclusive_scan(group, pooled ? xp : xd, pooled ? yp : yd,
+                                        cuda::std::plus<>{});
+  });
+  // The buffers go back on with_default's streams: the pool group's work is done before.
+  with_pool.synchronize();
+  with_default.synchronize();
+  if (!(sum > 0))
+    std::printf("# scratch from a memory resource, %s: the sum came out %g\n", kind.name.c_str(),
+                sum);
+}
+#endif
 
 using rows = std::vector<std::pair<std::string, double>>;
 
@@ -324,6 +516,43 @@ int main(int argc, char** argv) {
       std::printf("| cohort::multi_device_reduce, %zu GPUs | %.3f | %.0f | %.3f |\n", gpus.size(),
                   all_ms, gbps(n * 4.0, all_ms), cub_ms / all_ms);
     }
+  }
+
+  // 6 and 7 on a group of one GPU, then on every GPU (an emulated pair on one GPU).
+  std::vector<group_kind> kinds;
+  kinds.push_back({"1 GPU", [&] { return cohort::device_group{d0}; }, n});
+  if (gpus.size() > 1)
+    kinds.push_back({std::to_string(gpus.size()) + " GPUs",
+                     [&] { return cohort::device_group(gpus); }, n * gpus.size()});
+  else
+    kinds.push_back(
+        {"emulated pair on GPU 0", [&] { return cohort::device_group::emulated(d0, 2); }, n});
+  if (gpus.size() == 1)
+    std::printf("\n# views and scratch: one GPU visible, so a group of one and an emulated pair "
+                "on it\n");
+
+  // 6. Views against buffers: the same memory, the same operation; a view should cost nothing.
+  std::printf("\n## views against buffers: the same memory through its distributed_buffer and "
+              "through a distributed_view over its shards, %zu floats per GPU\n\n",
+              n);
+  std::printf("| operation | group | buffer us | view us | ratio (buffer/view) |\n"
+              "| --- | --- | --- | --- | --- |\n");
+  for (const group_kind& kind : kinds) {
+    cohort::device_group group = kind.make();
+    views_rows(group, kind.name, kind.elements, s);
+  }
+
+  // 7. Scratch from a memory resource: the default pool gives its free memory back at every
+  // synchronization (each timed call ends with one), a pool that keeps it does not.
+  {
+    keeping_pool pool; // outlives the groups that allocate from it
+    std::printf("\n## scratch from a memory resource: the group's default (the device's pool) "
+                "against a cudaMemPool_t that keeps its memory, %zu floats per GPU\n\n",
+                n);
+    std::printf("| operation | group | default us | pool us | ratio (pool/default) |\n"
+                "| --- | --- | --- | --- | --- |\n");
+    for (const group_kind& kind : kinds)
+      scratch_rows(kind, pool, s);
   }
   return 0;
 }

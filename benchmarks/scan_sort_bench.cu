@@ -11,7 +11,10 @@
 // every element twice, which bounds it near 1.33x on 2 GPUs).
 //   3. the uint32 sort again, staged through host memory (the form for GPUs without a peer path or
 //      without room for the sort's scratch), forced;
-//   4. with --larger GiB: one sort of that many GiB of uint64 keys, timed once and checked; the
+//   4. views against buffers: the uint32 sort of 2^24 and up through a distributed_buffer and
+//      through a distributed_view made from spans of the same buffer's shards (the path of the
+//      user's own memory), the same input copied in before each; the ratio buffer/view should be 1;
+//   5. with --larger GiB: one sort of that many GiB of uint64 keys, timed once and checked; the
 //      goal's "array larger than one H200" (on two H200s, e.g. --larger 150).
 // Usage: scan_sort_bench [largest log2 size, default 30] [--larger GiB]
 #include "timing.cuh"
@@ -19,6 +22,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -201,6 +205,52 @@ void sort_table(cohort::device_group& group, cohort::stream_ref origin, int top,
   }
 }
 
+// A view over a buffer's own memory, made from spans of its shards as a program makes one over
+// memory it allocated itself: the user's-memory path, on the same bytes as the buffer.
+template <class K>
+cohort::distributed_view<K> view_over(const cohort::device_group& group,
+                                      cohort::distributed_buffer<K>& buffer) {
+  std::vector<cuda::std::span<K>> spans;
+  for (std::size_t k = 0; k < buffer.shards(); ++k)
+    spans.push_back(buffer.shard(k).data);
+  return cohort::distributed_view<K>(group, spans);
+}
+
+// The uint32 sort on the same keys through their buffer and through a view of it, timed in turns
+// (each run first copies the random input back over the keys, as in sort_table).
+void sort_view_table(cohort::device_group& group, cohort::stream_ref origin, int top) {
+  std::printf("\n## views against buffers: multi_device_sort of uint32 keys through a "
+              "distributed_buffer and through a distributed_view over its shards, on %zu "
+              "members\n\n",
+              group.size());
+  std::printf("| n | buffer ms | view ms | ratio (buffer/view) |\n| --- | --- | --- | --- |\n");
+  for (int lg = std::min(24, top); lg <= top; lg += 2) {
+    const std::size_t n = std::size_t(1) << lg;
+    if (!group_fits(group, n, 5.5 * sizeof(std::uint32_t))) {
+      std::printf("| %zu | skipped: does not fit | | |\n", n);
+      continue;
+    }
+    cohort::distributed_buffer<std::uint32_t> pristine(group, n), keys(group, n);
+    fill_random(pristine);
+    cohort::distributed_view<std::uint32_t> view = view_over(group, keys);
+    auto run = [&](bool through_view) {
+      return [&, through_view] {
+        group.fork(origin);
+        for (std::size_t k = 0; k < group.size(); ++k)
+          pristine.local(k).copy_to(keys.local(k), group.stream(k));
+        if (through_view)
+          cohort::multi_device_sort(group, view);
+        else
+          cohort::multi_device_sort(group, keys);
+        group.join(origin);
+      };
+    };
+    const auto [buffer_ms, view_ms] = bench::paired_time_ms(origin, run(false), run(true), 2, 7);
+    group.synchronize();
+    std::printf("| %zu | %.3f | %.3f | %.3f |\n", n, buffer_ms, view_ms, buffer_ms / view_ms);
+  }
+}
+
 // Per shard, on its stream: the sum and xor of the keys (a permutation keeps both) and how many
 // neighbours are out of order.
 struct shard_facts {
@@ -299,6 +349,7 @@ int main(int argc, char** argv) {
   sort_table<float, void>(group, origin, top, "float keys");
   sort_table<std::uint32_t, std::uint32_t>(group, origin, top, "uint32 keys with uint32 values");
   sort_table<std::uint32_t, void>(group, origin, top, "uint32 keys", true);
+  sort_view_table(group, origin, top);
   if (larger_gib > 0) larger_than_one_gpu(group, larger_gib);
   return 0;
 }

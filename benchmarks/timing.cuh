@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace bench {
@@ -36,6 +37,21 @@ inline double time_ms(cohort::stream_ref origin, const std::function<void()>& ru
     ms.push_back(cohort::elapsed(start, stop).count());
   }
   return median(ms);
+}
+
+// Median milliseconds of `a` and of `b` (each as time_ms measures it), timed in turns, three
+// rounds each, so that what drifts during a run (clocks, a pool's state) falls on both alike: for
+// ratios that should be 1.
+inline std::pair<double, double> paired_time_ms(cohort::stream_ref origin,
+                                                const std::function<void()>& a,
+                                                const std::function<void()>& b, int warmups = 3,
+                                                int reps = 20) {
+  std::vector<double> ta, tb;
+  for (int round = 0; round < 3; ++round) {
+    ta.push_back(time_ms(origin, a, warmups, reps));
+    tb.push_back(time_ms(origin, b, warmups, reps));
+  }
+  return {median(ta), median(tb)};
 }
 
 // Median host microseconds per call of `call`, over `calls` back-to-back calls, synchronizing by
