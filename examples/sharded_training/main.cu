@@ -8,7 +8,9 @@
 //     and `gather` all-gathers the updated bfloat16 weights to every GPU.
 // The program checks that the optimizer memory of the sharded run, measured in the devices'
 // memory pools, is 1/n of the data-parallel one and that the losses are equal within rounding (both reduce in float in rank
-// order and round once, so they come out the same), and prints both and the step times.
+// order and round once, so they come out the same), that both follow one GPU trained on the whole
+// batch within bfloat16's rounding (as data_parallel_training checks), and prints the losses and
+// the step times.
 //
 //   build/examples/sharded_training [--layers 8 --width 2048 --batch 8192 --micro-batches 2
 //                                    --steps 20 --comm-blocks 32]
@@ -166,6 +168,28 @@ int main(int argc, char** argv) {
     zero_losses = model.losses(total);
   }
 
+  // One GPU, the whole batch, the whole optimizer state, nothing to reduce: the reference both
+  // runs above are checked against, as data_parallel_training checks its runs (a data-parallel
+  // run that matched a sharded one that was wrong the same way would pass the check between
+  // them). Run last, so that its memory is no part of the pools' measures above.
+  std::vector<double> single_losses;
+  {
+    cohort::device_group one({cohort::device_ref{0}});
+    mlp::model single(one, o);
+    single.reset();
+    adam_state state(single, single.parameters());
+    cohort::launch(single.compute(0), mlp::grid_for(single.parameters()), mlp::to_float,
+                   single.weights(0, 0), state.master[0].data(), single.parameters());
+    const std::size_t single_stride = single.stride();
+    for (int s = 0; s < total; ++s) {
+      single.forward_backward(s, nullptr);
+      for (int l = layers - 1; l >= 0; --l)
+        state.update(single.compute(0), 0, single.grads(0, l), single.weights(0, l),
+                     l * single_stride, single_stride, adam_at(s, rate));
+    }
+    single_losses = single.losses(total);
+  }
+
   std::printf("model: %d layers of %d x %d, bfloat16 storage, float arithmetic, Adam; %zu %s "
               "GPU(s), %d rows a step\n",
               layers, o.width, o.width, n, group.is_emulated() ? "emulated" : "real", o.batch);
@@ -183,6 +207,11 @@ int main(int argc, char** argv) {
   std::printf("loss: %.6f at step 0, %.6f at step %d (data parallel %.6f); largest relative "
               "difference %.2e\n",
               zero_losses.front(), zero_losses.back(), total - 1, dp_losses.back(), difference);
+  const double vs_one = std::max(mlp::largest_difference(zero_losses, single_losses),
+                                 mlp::largest_difference(dp_losses, single_losses));
+  std::printf("1 GPU, the whole batch: loss %.6f at step %d; largest relative difference of the "
+              "%zu-GPU runs from it %.2e\n",
+              single_losses.back(), total - 1, n, vs_one);
 
   bool ok = true;
   auto require = [&](bool condition, const char* what) {
@@ -202,6 +231,9 @@ int main(int argc, char** argv) {
           "the sharded optimizer state, as the memory pools saw it, is 1/n of the data-parallel "
           "one");
   require(difference <= 1e-6, "the sharded losses equal the data-parallel ones within rounding");
+  // The tolerance data_parallel_training allows between n GPUs and one: the mean gradient comes
+  // out of a different reduction order and is rounded to bfloat16, and Adam carries that on.
+  require(vs_one <= 2e-2, "n GPUs train as one does, within bfloat16's rounding");
   require(std::isfinite(zero_losses.back()) && zero_losses.back() < 0.95 * zero_losses.front(),
           "the loss falls by 5 % or more");
   if (!ok) return 1;

@@ -317,7 +317,7 @@ const bad_input basics[] = {
        return [&] { x.copy_to_host(wrong); };
      }},
     {"bad input: for_each over a buffer made over another group", 1, "multi_device_for_each",
-     "buffer", "shard 0 is not on member 0's stream",
+     "range", "shard 0 is not on member 0's stream",
      [](scene& s) -> refused_call {
        auto& group = s.group();
        auto& x = s.poisoned<cohort::distributed_buffer<float>>(s.group(), 10);
@@ -346,44 +346,46 @@ const bad_input basics[] = {
      }},
     // The index forms and the device result take no buffer whose check would see the group
     // first: each checks the group itself, before making an even split of its members.
-    {"bad input: for_each_n split evenly over a group moved from", 1, "multi_device_for_each_n",
-     "group", "it was moved from",
+    {"bad input: for_each over indices split evenly over a group moved from", 1,
+     "multi_device_for_each", "group", "it was moved from",
      [](scene& s) -> refused_call {
        auto& old = moved_from(s);
-       return [&] { cohort::multi_device_for_each_n(old, 10, nothing_at{}); };
+       return [&] { cohort::multi_device_for_each(old, cohort::indices(10), nothing_at{}); };
      }},
-    {"bad input: for_each_n with a split over a group moved from", 1, "multi_device_for_each_n",
-     "group", "it was moved from",
+    {"bad input: for_each over indices with a split over a group moved from", 1,
+     "multi_device_for_each", "group", "it was moved from",
      [](scene& s) -> refused_call {
        auto& old = moved_from(s);
        return [&] {
-         cohort::multi_device_for_each_n(old, 10, nothing_at{}, cohort::partition::even(10, 2));
+         cohort::multi_device_for_each(old, cohort::indices(10, cohort::partition::even(10, 2)),
+                                       nothing_at{});
        };
      }},
-    {"bad input: for_each_n with a balancer over a group moved from", 1, "multi_device_for_each_n",
-     "group", "it was moved from",
+    {"bad input: for_each over indices with a balancer over a group moved from", 1,
+     "multi_device_for_each", "group", "it was moved from",
      [](scene& s) -> refused_call {
        auto& old = moved_from(s);
        auto& balancer = s.make<cohort::adaptive_balancer>(s.group());
-       return [&] { cohort::multi_device_for_each_n(old, 10, nothing_at{}, balancer); };
+       return
+           [&] { cohort::multi_device_for_each(old, cohort::indices(10, balancer), nothing_at{}); };
      }},
-    {"bad input: transform_reduce_n split evenly over a group moved from", 1,
-     "multi_device_transform_reduce_n", "group", "it was moved from",
+    {"bad input: transform_reduce over indices split evenly over a group moved from", 1,
+     "multi_device_transform_reduce", "group", "it was moved from",
      [](scene& s) -> refused_call {
        auto& old = moved_from(s);
        return [&] {
-         (void)cohort::multi_device_transform_reduce_n(old, 10, 0L, cuda::std::plus<long>{},
-                                                       as_long{});
+         (void)cohort::multi_device_transform_reduce(old, cohort::indices(10), 0L,
+                                                     cuda::std::plus<long>{}, as_long{});
        };
      }},
-    {"bad input: transform_reduce_n_into split evenly over a group moved from", 1,
-     "multi_device_transform_reduce_n_into", "group", "it was moved from",
+    {"bad input: transform_reduce over indices into a device_result over a group moved from", 1,
+     "multi_device_transform_reduce", "group", "it was moved from",
      [](scene& s) -> refused_call {
        auto& old = moved_from(s);
        auto& result = s.make<cohort::device_result<long>>(s.group());
        return [&] {
-         cohort::multi_device_transform_reduce_n_into(old, 10, 0L, cuda::std::plus<long>{},
-                                                      as_long{}, result);
+         cohort::multi_device_transform_reduce(old, cohort::indices(10), 0L,
+                                               cuda::std::plus<long>{}, as_long{}, result);
        };
      }},
     {"bad input: capability weights of a group moved from", 1, "by_capability", "group",
@@ -406,39 +408,42 @@ const bad_input basics[] = {
        return [&] { cohort::multi_device_sort_by_key(group, x, x); };
      }},
     {"bad input: for_each over a buffer with more shards than the group has members", 1,
-     "multi_device_for_each", "buffer", "has 3 shards but the group has 2",
+     "multi_device_for_each", "range", "has 3 shards but the group has 2",
      [](scene& s) -> refused_call {
        auto& group = s.group();
        auto& y = s.poisoned<cohort::distributed_buffer<float>>(s.group(3), 10);
        return [&] { cohort::multi_device_for_each(group, y, bump{}); };
      }},
-    {"bad input: for_each_n with a split of another number of parts", 1, "multi_device_for_each_n",
-     "split", "has 3 parts",
+    {"bad input: for_each over indices with a split of another number of parts", 1,
+     "multi_device_for_each", "range", "is split in 3 parts",
      [](scene& s) -> refused_call {
        auto& group = s.group();
        return [&] {
-         cohort::multi_device_for_each_n(group, 10, nothing_at{}, cohort::partition::even(10, 3));
+         cohort::multi_device_for_each(group, cohort::indices(10, cohort::partition::even(10, 3)),
+                                       nothing_at{});
        };
      }},
-    {"bad input: for_each_n with a split that covers another n", 1, "multi_device_for_each_n",
-     "split", "covers 11 items but n is 10",
+    {"bad input: for_each over indices with a split that covers another n", 1,
+     "multi_device_for_each", "range", "is split in 2 parts covering 11 items",
      [](scene& s) -> refused_call {
        auto& group = s.group();
        return [&] {
-         cohort::multi_device_for_each_n(group, 10, nothing_at{}, cohort::partition::even(11, 2));
+         cohort::multi_device_for_each(group, cohort::indices(10, cohort::partition::even(11, 2)),
+                                       nothing_at{});
        };
      }},
-    {"bad input: transform_reduce_n with a split that does not fit", 1,
-     "multi_device_transform_reduce_n", "split", "",
+    {"bad input: transform_reduce over indices with a split that does not fit", 1,
+     "multi_device_transform_reduce", "input", "",
      [](scene& s) -> refused_call {
        auto& group = s.group();
        return [&] {
-         (void)cohort::multi_device_transform_reduce_n(group, 10, 0L, cuda::std::plus<long>{},
-                                                       as_long{}, cohort::partition::even(12, 2));
+         (void)cohort::multi_device_transform_reduce(
+             group, cohort::indices(10, cohort::partition::even(12, 2)), 0L,
+             cuda::std::plus<long>{}, as_long{});
        };
      }},
     {"bad input: transform_reduce over a buffer made over another group", 1,
-     "multi_device_transform_reduce", "buffer", "",
+     "multi_device_transform_reduce", "input", "",
      [](scene& s) -> refused_call {
        auto& group = s.group();
        auto& x = s.make<cohort::distributed_buffer<float>>(s.group(), 10);
@@ -505,7 +510,7 @@ const bad_input nccl[] = {
        cohort::stream& st = s.stream();
        auto& a = s.zeroed<cohort::device_buffer<float>>(10, st);
        auto& b = s.poisoned<cohort::device_buffer<float>>(11, st);
-       return [&] { cohort::all_reduce(comm, a.span(), b.span(), cohort::sum, st); };
+       return [&] { cohort::all_reduce(comm, st, a.span(), b.span(), cohort::sum); };
      }},
     {"bad input: an NCCL all_reduce whose send and recv partly overlap", 1, "all_reduce", "recv",
      "overlaps 'send'",
@@ -514,7 +519,7 @@ const bad_input nccl[] = {
        cohort::stream& st = s.stream();
        auto& a = s.poisoned<cohort::device_buffer<float>>(10, st);
        return [&] {
-         cohort::all_reduce(comm, a.span().subspan(0, 6), a.span().subspan(2, 6), cohort::sum, st);
+         cohort::all_reduce(comm, st, a.span().subspan(0, 6), a.span().subspan(2, 6), cohort::sum);
        };
      }},
     {"bad input: an NCCL all_reduce of host memory", 1, "all_reduce", "send", "is host memory",
@@ -524,8 +529,8 @@ const bad_input nccl[] = {
        auto& host = s.host<float>(16, 1.0f);
        auto& out = s.poisoned<cohort::device_buffer<float>>(16, st);
        return [&] {
-         cohort::all_reduce(comm, cuda::std::span<const float>(host.data(), host.size()),
-                            out.span(), cohort::sum, st);
+         cohort::all_reduce(comm, st, cuda::std::span<const float>(host.data(), host.size()),
+                            out.span(), cohort::sum);
        };
      }},
     {"bad input: an NCCL all_reduce of a null span that claims elements", 1, "all_reduce", "send",
@@ -534,8 +539,8 @@ const bad_input nccl[] = {
        auto& comm = one_rank(s);
        cohort::stream& st = s.stream();
        return [&] {
-         cohort::all_reduce(comm, cuda::std::span<float>(static_cast<float*>(nullptr), 4),
-                            cohort::sum, st);
+         cohort::all_reduce(comm, st, cuda::std::span<float>(static_cast<float*>(nullptr), 4),
+                            cohort::sum);
        };
      }},
     {"bad input: an NCCL all_reduce of another GPU's memory", 2, "all_reduce", "send",
@@ -544,7 +549,7 @@ const bad_input nccl[] = {
        auto& comm = one_rank(s);
        cohort::stream& s0 = s.stream(0);
        auto& elsewhere = s.poisoned<cohort::device_buffer<float>>(16, s.stream(1));
-       return [&] { cohort::all_reduce(comm, elsewhere.span(), cohort::sum, s0); };
+       return [&] { cohort::all_reduce(comm, s0, elsewhere.span(), cohort::sum); };
      }},
     {"bad input: an NCCL all_reduce on a stream of another device", 2, "all_reduce", "stream",
      "is on device 1",
@@ -552,7 +557,7 @@ const bad_input nccl[] = {
        auto& comm = one_rank(s);
        auto& x = s.poisoned<cohort::device_buffer<float>>(8, s.stream(0));
        cohort::stream& s1 = s.stream(1);
-       return [&] { cohort::all_reduce(comm, x.span(), cohort::sum, s1); };
+       return [&] { cohort::all_reduce(comm, s1, x.span(), cohort::sum); };
      }},
     {"bad input: an NCCL broadcast from a root out of range", 1, "broadcast", "root",
      "rank 1 is not in [0, 1)",
@@ -560,7 +565,7 @@ const bad_input nccl[] = {
        auto& comm = one_rank(s);
        cohort::stream& st = s.stream();
        auto& a = s.poisoned<cohort::device_buffer<float>>(10, st);
-       return [&] { cohort::broadcast(comm, a.span(), 1, st); };
+       return [&] { cohort::broadcast(comm, st, a.span(), 1); };
      }},
     {"bad input: an NCCL all_gather into a recv of the wrong size", 1, "all_gather", "recv",
      "size() times the size of 'send'",
@@ -569,7 +574,7 @@ const bad_input nccl[] = {
        cohort::stream& st = s.stream();
        auto& a = s.zeroed<cohort::device_buffer<int>>(10, st);
        auto& b = s.poisoned<cohort::device_buffer<int>>(9, st);
-       return [&] { cohort::all_gather(comm, std::as_const(a).span(), b.span(), st); };
+       return [&] { cohort::all_gather(comm, st, std::as_const(a).span(), b.span()); };
      }},
     {"bad input: an NCCL reduce_scatter from a send of the wrong size", 1, "reduce_scatter", "send",
      "",
@@ -579,7 +584,7 @@ const bad_input nccl[] = {
        auto& a = s.zeroed<cohort::device_buffer<int>>(10, st);
        auto& b = s.poisoned<cohort::device_buffer<int>>(9, st);
        return [&] {
-         cohort::reduce_scatter(comm, std::as_const(a).span(), b.span(), cohort::sum, st);
+         cohort::reduce_scatter(comm, st, std::as_const(a).span(), b.span(), cohort::sum);
        };
      }},
     {"bad input: an NCCL send to a rank out of range", 1, "send", "peer", "",
@@ -587,14 +592,14 @@ const bad_input nccl[] = {
        auto& comm = one_rank(s);
        cohort::stream& st = s.stream();
        auto& a = s.make<cohort::device_buffer<float>>(10, st);
-       return [&] { cohort::send(comm, a.span(), -1, st); };
+       return [&] { cohort::send(comm, st, a.span(), -1); };
      }},
     {"bad input: an NCCL recv into host memory", 1, "recv", "data", "is host memory",
      [](scene& s) -> refused_call {
        auto& comm = one_rank(s);
        cohort::stream& st = s.stream();
        auto& host = s.host<float>(4, 3.0f);
-       return [&] { cohort::recv(comm, cuda::std::span<float>(host.data(), 4), 0, st); };
+       return [&] { cohort::recv(comm, st, cuda::std::span<float>(host.data(), 4), 0); };
      }},
     {"bad input: a communicator split with a negative color", 1, "communicator::split", "color", "",
      [](scene& s) -> refused_call {

@@ -243,26 +243,38 @@ TEST_CASE("p2p_handle_for and p2p_launch refuse bad arguments by name, before en
   CHECK(bad_sizes.find("shard 1") != std::string::npos);
   const std::string bad_group = message([&] { (void)cohort::p2p_handle_for(peers, elsewhere, 0); });
   CHECK(bad_group.find("buffer") != std::string::npos);
-  const std::string too_many = message([&] {
-    cohort::p2p_launch(peers, {.grid = 257, .block = 32}, sum_through_sync, [&](std::size_t r) {
+  // The refused launches below would publish `source` (rank-distinct values) in `equal` and sum
+  // it into `sums`, both poisoned first: after the refusals, with the streams done, both must
+  // still hold the poison (a launch on some ranks before the refusal writes them).
+  cohort::distributed_buffer<int> sums(group, cohort::partition::replicated(10, 2));
+  cohort::distributed_buffer<int> source(group, cohort::partition::replicated(10, 2));
+  for (std::size_t r = 0; r < 2; ++r)
+    source.local(r).copy_from_host(cohort::testing::random_values<int>(10, 300 + unsigned(r)));
+  equal.fill_bytes(cohort::testing::poison_byte);
+  sums.fill_bytes(cohort::testing::poison_byte);
+  const auto refused_launch = [&](unsigned grid) {
+    cohort::p2p_launch(peers, {.grid = grid, .block = 32}, sum_through_sync, [&](std::size_t r) {
       return std::make_tuple(cohort::p2p_handle_for(peers, equal, r),
-                             cohort::p2p_handle_for(peers, equal, r),
-                             static_cast<const int*>(equal.shard(r).data.data()));
+                             cohort::p2p_handle_for(peers, sums, r),
+                             static_cast<const int*>(source.shard(r).data.data()));
     });
-  });
+  };
+  const std::string too_many = message([&] { refused_launch(257); });
   CHECK(too_many.find("p2p_launch") != std::string::npos);
   CHECK(too_many.find("257") != std::string::npos);
   // An empty grid, on the kernel's first launch here: refused as p2p_launch's (it was refused by
   // the loading launch, as cohort::launch's).
-  const std::string empty_grid = message([&] {
-    cohort::p2p_launch(peers, {.grid = 0, .block = 32}, sum_through_sync, [&](std::size_t r) {
-      return std::make_tuple(cohort::p2p_handle_for(peers, equal, r),
-                             cohort::p2p_handle_for(peers, equal, r),
-                             static_cast<const int*>(equal.shard(r).data.data()));
-    });
-  });
+  const std::string empty_grid = message([&] { refused_launch(0); });
   CHECK_MESSAGE(empty_grid.find("cohort::p2p_launch: argument 'config'") != std::string::npos,
                 empty_grid);
+  group.synchronize();
+  std::size_t written = 0;
+  for (std::size_t r = 0; r < 2; ++r)
+    for (const auto* x : {&equal, &sums})
+      for (const int v : cohort::testing::shard_to_host(*x, r))
+        written += v != cohort::testing::poison_value<int>();
+  CHECK(written == 0);
+  CHECK_FALSE(peers.broken());
   const auto h = cohort::p2p_handle_for(peers, equal, 1);
   CHECK(h.rank() == 1);
   CHECK(h.ranks() == 2);

@@ -1,6 +1,7 @@
 // Emulated groups: logical devices on one GPU with disjoint SM shares (green contexts), uneven
 // shares standing in for unequal GPUs, and kernels that wait on each other across logical devices
 // without deadlock.
+#include "held_stream.cuh"
 #include "kernels.cuh"
 #include "testing.cuh"
 
@@ -339,39 +340,49 @@ TEST_CASE("calls split by a balancer that moves indices are ordered after their 
   const auto start = cohort::testing::random_values<int>(n, 91);
   std::vector<unsigned> host(start.begin(), start.end());
   x.copy_from_host(host);
-  cohort::device_buffer<int> scratch(1, origin);
   origin.synchronize();
   // Jumps straight to the measured speeds, so that the first measurement moves the split.
   cohort::adaptive_balancer balancer(group, 1.0);
   // Warm-up outside the balancer: the kernels are loaded before anything keeps the GPU busy.
   cohort::multi_device_for_each(group, cohort::indices(n), step{x.data(), n, 0});
-  cohort::testing::launch_write_after_delay(group.stream(0), scratch.data(), 1, 0, 1);
   group.synchronize();
   for (std::size_t i = 0; i < n; ++i)
     host[i] = host_step(host[i], i, n, 0);
 
   // Call 1 (timed): member 0 holds the slow first half (a millisecond a thread). Member 1's part
-  // runs after a 100 ms delay, so that call 2 finds call 1's timing not yet in and keeps the same
-  // split. The delay is ahead of member 1's timing events, and it can only slow member 0 (where a
-  // tool runs the two members' kernels by turns), so the split moves toward member 1 either way.
-  cohort::testing::launch_write_after_delay(group.stream(1), scratch.data(), 1, 1, 100'000'000ull);
+  // waits behind a hold the test releases, so that call 2 finds call 1's timing not yet in and
+  // keeps the same split, whatever the machine's speed. The hold is ahead of member 1's timing
+  // events, and it can only slow member 0 (where a tool runs the two members' kernels by turns),
+  // so the split moves toward member 1 either way.
+  cohort::testing::held_stream hold_1(group.stream(1));
   cohort::multi_device_for_each(group, cohort::indices(n, balancer), step{x.data(), n, 1});
   cohort::event first_done(d), first_done_0(d);
   first_done.record(group.stream(1));
-  first_done_0.record(group.stream(0)); // before the next delay on member 0's stream
-  // Call 2 (same split): member 0's part runs 400 ms later still.
-  cohort::testing::launch_write_after_delay(group.stream(0), scratch.data(), 1, 2, 400'000'000ull);
+  first_done_0.record(group.stream(0)); // before the hold on member 0's stream
+  // Call 2 (same split): member 0's part waits behind a second hold.
+  cohort::testing::held_stream hold_0(group.stream(0));
   cohort::multi_device_for_each(group, cohort::indices(n, balancer), step{x.data(), n, 2});
   const std::vector<double> before = balancer.weights();
   // Call 3: call 1's timing is in, so member 1 takes part of member 0's indices while call 2's
   // member 0 has not yet written them. Without ordering, member 1 writes them first.
+  hold_1.release();
   first_done.synchronize();
   first_done_0.synchronize();
   cohort::multi_device_for_each(group, cohort::indices(n, balancer), step{x.data(), n, 3});
   const std::vector<double> after = balancer.weights();
+  // The state the case needs, checked before anything is let go: call 2's member 0 part had not
+  // run when call 3 was enqueued (a hold that timed out let it run), and the split moved away from
+  // member 0, the member made slower (by any amount: how far depends on the machine's speed).
+  const bool still_held = hold_0.busy();
+  hold_0.release();
   // Everything queued must finish before a failed check unwinds and frees what it writes.
   group.synchronize();
-  REQUIRE_MESSAGE(after[0] < before[0] - 0.1, "the split did not move, so nothing was tested");
+  CAPTURE(before[0]);
+  CAPTURE(after[0]);
+  REQUIRE_MESSAGE(still_held, "call 2 ran before call 3 was enqueued, so nothing was tested");
+  REQUIRE_MESSAGE(after[0] < before[0], "the split did not move toward member 1");
+  REQUIRE(cohort::partition::weighted(n, after).count(0) <
+          cohort::partition::weighted(n, before).count(0));
   for (unsigned call = 1; call <= 3; ++call)
     for (std::size_t i = 0; i < n; ++i)
       host[i] = host_step(host[i], i, n, call);

@@ -142,6 +142,36 @@ std::size_t gaps_written(const fixture<T>& f, const std::vector<T>& host) {
   return wrong;
 }
 
+// A byte of its own for member i's memory in the refusal case: rank-distinct, so that a sum or an
+// average a refused call enqueued after all would change every member's elements.
+unsigned char mark_of(std::size_t i) {
+  return static_cast<unsigned char>(cohort::testing::poison_byte + 0x11 * i);
+}
+
+// Member i's buffers of `of` filled with mark_of(i).
+template <class T>
+void mark(fixture<T>& f, std::vector<cohort::device_buffer<T>>& of) {
+  for (std::size_t i = 0; i < f.members(); ++i)
+    of[i].fill_bytes(mark_of(i));
+}
+
+// Bytes of member i's buffers of `of` that no longer hold mark_of(i), read back after every stream
+// the refused calls could have enqueued on (the compute streams and the clique's) is done.
+template <class T>
+std::size_t unmarked(fixture<T>& f, std::vector<cohort::device_buffer<T>>& of) {
+  f.group.synchronize();
+  for (auto& s : f.compute)
+    s.synchronize();
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < f.members(); ++i) {
+    const std::vector<T> host = f.read(of[i], i);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
+    for (std::size_t k = 0; k < host.size() * sizeof(T); ++k)
+      changed += bytes[k] != mark_of(i);
+  }
+  return changed;
+}
+
 template <class T>
 void check_all_reduce(std::size_t members, bool average) {
   fixture<T> f(members, {1, 1000, 7919, 65537, 300007});
@@ -385,6 +415,10 @@ TEST_CASE("gradient_buckets refuses bad arguments before it enqueues anything") 
   fixture<float> f(2, {1000, 64});
   auto refs = f.compute_refs();
   using cohort::gradient_buckets;
+  // Every member's gradients hold a mark of their own: each refused call below must leave them
+  // as they are (checked once the streams are done), where one that enqueued a reduction, a
+  // gather or a copy before refusing would change them.
+  mark(f, f.flat);
   CHECK_THROWS_WITH_AS(gradient_buckets<float>(f.peers, {refs[0]}),
                        doctest::Contains("one stream per member"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(gradient_buckets<float>(f.peers, {f.peers.stream(0), refs[1]}),
@@ -425,6 +459,7 @@ TEST_CASE("gradient_buckets refuses bad arguments before it enqueues anything") 
                        std::out_of_range);
   CHECK_THROWS_WITH_AS(buckets.gather(0, good), doctest::Contains("reduce_scatter"),
                        std::invalid_argument);
+  CHECK(unmarked(f, f.flat) == 0);
 
   // Handed over twice in one round: refused, so the bucket is summed once, not twice.
   f.poison();
@@ -443,18 +478,23 @@ TEST_CASE("gradient_buckets refuses bad arguments before it enqueues anything") 
 
   gradient_buckets<float> one_shot(f.peers, refs,
                                    {.p2p = {.algorithm = cohort::p2p_algorithm::one_shot}});
-  cohort::device_buffer<float> big0(f.peers.one_shot_limit() / sizeof(float) + 1, refs[0]);
-  cohort::device_buffer<float> big1(big0.size(), refs[1]);
-  CHECK_THROWS_WITH_AS(one_shot.add({cuda::std::span<float>(big0.data(), big0.size()),
-                                     cuda::std::span<float>(big1.data(), big1.size())}),
+  std::vector<cohort::device_buffer<float>> big;
+  big.emplace_back(f.peers.one_shot_limit() / sizeof(float) + 1, refs[0]);
+  big.emplace_back(big[0].size(), refs[1]);
+  mark(f, big);
+  CHECK_THROWS_WITH_AS(one_shot.add({cuda::std::span<float>(big[0].data(), big[0].size()),
+                                     cuda::std::span<float>(big[1].data(), big[1].size())}),
                        doctest::Contains("one_shot_limit"), std::invalid_argument);
+  CHECK(unmarked(f, big) == 0);
 
   gradient_buckets<float> shards(f.peers, refs, {.reduction = bucket_reduction::reduce_scatter});
+  mark(f, f.flat);
   CHECK_THROWS_WITH_AS(shards.add({good[0].first(999), good[1].first(999)}),
                        doctest::Contains("pad the bucket"), std::invalid_argument);
   shards.add(good);
   CHECK_THROWS_WITH_AS(shards.gather(0, {good[0].first(998), good[1].first(998)}),
                        doctest::Contains("the size of bucket 0"), std::invalid_argument);
+  CHECK(unmarked(f, f.flat) == 0);
   CHECK(shards.shard(0, 1).size() == 500);
   CHECK(shards.shard(0, 1).data() == good[1].data() + 500);
 }

@@ -3,6 +3,8 @@
 // different rank delayed before each call; sizes around the one-shot limit; epochs moved past
 // 2^32; two threads with cliques of their own on the same GPUs; a clique destroyed right after a
 // call; a launch that fails part-way; for_each, on_each_member and peer copies in a graph.
+#include "held_stream.cuh"
+#include "p2p_hooks.cuh"
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
@@ -226,7 +228,13 @@ TEST_CASE("p2p reduce_scatter, reduce, all_gather and broadcast replayed from gr
       INFO("broadcast from rank 1");
       cohort::distributed_buffer<int> x(group, cohort::partition::replicated(count, members));
       const auto x0 = initial(members, count, 51);
-      load(x, x0);
+      // The broadcast is in place, so after one round every rank would hold the root's values
+      // and a broadcast that did nothing would pass every later round. Before each round the
+      // root is reloaded with its values (x0[1] + k - 1, which the step's add_one makes
+      // x0[1] + k) and every other rank is poisoned again.
+      const std::vector<int> poisoned(count, cohort::testing::poison_value<int>());
+      std::vector<int> root_before(count);
+      int before_round = 0;
       std::size_t wrong = 0;
       replay_interleaved(
           group,
@@ -234,7 +242,13 @@ TEST_CASE("p2p reduce_scatter, reduce, all_gather and broadcast replayed from gr
             add_one(group, x);
             cohort::broadcast(peers, x, 1);
           },
-          [] {},
+          [&] {
+            for (std::size_t i = 0; i < count; ++i)
+              root_before[i] = x0[1][i] + before_round;
+            ++before_round;
+            for (std::size_t r = 0; r < members; ++r)
+              x.local(r).copy_from_host(r == 1 ? root_before : poisoned);
+          },
           [&](int k) {
             for (std::size_t r = 0; r < members; ++r) {
               const auto got = read(x, r);
@@ -255,7 +269,7 @@ TEST_CASE("p2p calls stay right with epochs moved past 2^32 and near 2^62, a blo
   for (const std::uint64_t epoch :
        {(std::uint64_t{1} << 31) - 4, (std::uint64_t{1} << 32) - 8, std::uint64_t{1} << 62}) {
     CAPTURE(epoch);
-    peers.set_epochs_for_testing(epoch);
+    cohort::testing::p2p::set_epochs(peers, epoch);
     // Small calls (one block), then a large two-shot call over many blocks: the blocks unused
     // until then must still wait for their peers.
     for (const std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{1} << 22}) {
@@ -329,7 +343,8 @@ TEST_CASE("two threads, each with its own group and clique on the same GPUs, 200
 }
 
 // With no read-back between calls, neither thread makes a call that waits for the GPU while the
-// other launches (scripts/gpu_check.sh --diagnose-two-threads runs both forms under memcheck).
+// other launches. The compute-sanitizer runs leave both forms out: the tools serialize CUDA calls
+// across threads, so one thread's wait would hold the other between its ranks' launches.
 TEST_CASE("two threads, each with its own group and clique on the same GPUs, 2000 calls each, "
           "read back only after each size's last call") {
   COHORT_SKIP_UNLESS_GPUS(1);
@@ -408,7 +423,7 @@ TEST_CASE("a launch that fails part-way releases the ranks that launched and bre
     earlier.fill_bytes(cohort::testing::poison_byte);
     delay(group, members - 1, 300'000'000);
     cohort::all_reduce(peers, std::as_const(x), earlier, cohort::sum);
-    cohort::detail::p2p::fail_launch_on_member_for_testing() = static_cast<int>(members) - 1;
+    cohort::testing::p2p::fail_launch_on_member(static_cast<int>(members) - 1);
     CHECK_THROWS_AS(cohort::all_reduce(peers, std::as_const(x), y, cohort::sum),
                     cohort::cuda_error);
     group.synchronize(); // the ranks that launched were released: this returns
@@ -424,8 +439,8 @@ TEST_CASE("a launch that fails part-way releases the ranks that launched and bre
   }
 }
 
-TEST_CASE(
-    "for_each_n, on_each_member, peer copies, fork and join in a graph, mixed with direct calls") {
+TEST_CASE("for_each over indices, on_each_member, peer copies, fork and join in a graph, mixed "
+          "with direct calls") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   // A graph captures only direct copies between two GPUs (the peer copy below).
@@ -440,7 +455,7 @@ TEST_CASE(
   const std::size_t offset = x.shard(1).offset;
   auto step = [&] {
     // x[i] += i + 1 through the index form, then +1 through each member's own launch.
-    cohort::multi_device_for_each_n(group, n, [=] __device__(std::size_t i) {
+    cohort::multi_device_for_each(group, cohort::indices(n), [=] __device__(std::size_t i) {
       int* p = i < offset ? first + i : second + (i - offset);
       *p += static_cast<int>(i % 1000) + 1;
     });
@@ -589,21 +604,21 @@ TEST_CASE("a p2p_clique made inside a capture is refused by name before it enque
 TEST_CASE("device_group::synchronize refuses a capturing member before it waits for any") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
-  // Member 0 is busy for a while; member 1's stream alone is being captured.
-  delay(group, 0, 200'000'000ull);
+  // Member 0 is held busy until the test lets it go; member 1's stream alone is being captured.
+  cohort::testing::held_stream member_0(group.stream(0));
   cohort::testing::lone_capture capture(group, 1);
-  const auto began = std::chrono::steady_clock::now();
   const std::string message = cohort::testing::logic_error_message([&] { group.synchronize(); });
-  const auto took = std::chrono::steady_clock::now() - began;
   (void)capture.end();
   CAPTURE(message);
   CHECK(message.find("device_group::synchronize: member 1") != std::string::npos);
-  // It used to wait for member 0's 200 ms first, then fail in stream_ref::synchronize.
-  CHECK(took < std::chrono::milliseconds(100));
+  // It used to wait for member 0 first (here until the hold timed out), then fail in
+  // stream_ref::synchronize: member 0 must still be held when the refusal comes.
+  CHECK(member_0.busy());
+  member_0.release();
   group.synchronize();
 }
 
-TEST_CASE("the balancer form of multi_device_for_each_n is refused under capture, by name") {
+TEST_CASE("multi_device_for_each over indices split by a balancer is refused under capture") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   cohort::adaptive_balancer balancer(group);
@@ -613,8 +628,9 @@ TEST_CASE("the balancer form of multi_device_for_each_n is refused under capture
   const auto set_one = [=] __device__(std::size_t i) { first[i % 1000] = 1; };
   CHECK_THROWS_WITH_AS(
       cohort::group_graph::capture(
-          group, [&] { cohort::multi_device_for_each_n(group, 10, set_one, balancer); }),
-      doctest::Contains("multi_device_for_each_n: member 0"), std::logic_error);
+          group,
+          [&] { cohort::multi_device_for_each(group, cohort::indices(10, balancer), set_one); }),
+      doctest::Contains("multi_device_for_each: member 0"), std::logic_error);
   for (std::size_t i = 0; i < group.size(); ++i)
     CHECK_FALSE(group.stream(i).is_capturing());
 }

@@ -3,6 +3,7 @@
 // for non-commutative operators; buffers, views of the user's memory and index ranges (split
 // evenly, by a partition or by a balancer); the device-result form captured into a graph and
 // replayed; the pending form refused under capture.
+#include "held_stream.cuh"
 #include "kernels.cuh"
 #include "testing.cuh"
 
@@ -370,17 +371,21 @@ TEST_CASE("a reduction returns before the GPU is done, and pending::ready says w
     auto dropped = cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{});
   } // destroyed without wait: it waits for itself
 
-  // Member 1 first writes 3 to its shard after 500 ms: a reduction that waited for it, or read
-  // the shard too early, shows.
+  // Member 1 is held busy until the test lets it go, and then writes 3 to its shard: a reduction
+  // that waited for the GPU before returning finds the hold timed out (it is not busy any more),
+  // and one that read the shard too early sums zeros. State, not time: no bound on how fast the
+  // call returns, which a loaded machine would break.
   const cohort::shard<int> late = x.shard(1);
-  cohort::testing::launch_write_after_delay(late.stream, late.data.data(), late.data.size(), 3,
-                                            500'000'000ull);
-  const auto began = std::chrono::steady_clock::now();
+  cohort::testing::launch_write_after_delay(late.stream, late.data.data(), late.data.size(), 0,
+                                            0); // loads the writer before the hold
+  cohort::testing::held_stream member_1(late.stream);
+  cohort::testing::launch_write_after_delay(late.stream, late.data.data(), late.data.size(), 3, 0);
   auto sum = cohort::multi_device_reduce(group, x, 5, cuda::std::plus<>{});
-  const auto returned = std::chrono::steady_clock::now() - began;
-  CHECK(returned < std::chrono::milliseconds(200));
+  CHECK(member_1.busy()); // the call returned while member 1 was still held
   CHECK_FALSE(sum.ready());
+  member_1.release();
   CHECK(sum.wait() == 5 + 3 * static_cast<int>(late.data.size()));
+  CHECK_FALSE(member_1.timed_out());
   CHECK(sum.ready());
 }
 

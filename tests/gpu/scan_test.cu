@@ -353,6 +353,12 @@ TEST_CASE("scans refuse buffers of other partitions and groups before enqueuing"
   cohort::distributed_buffer<int> x(group, 10);
   cohort::distributed_buffer<int> uneven(group, cohort::partition::weighted(10, {1.0, 3.0}));
   cohort::distributed_buffer<int> elsewhere(other, 10);
+  // x holds random values (an input, and the output of the last call); the other outputs are
+  // poisoned. A call that enqueued some members' scans before refusing would change them.
+  const auto values = cohort::testing::random_values<int>(10, 17);
+  x.copy_from_host(values);
+  uneven.fill_bytes(cohort::testing::poison_byte);
+  elsewhere.fill_bytes(cohort::testing::poison_byte);
   CHECK_THROWS_AS(cohort::multi_device_inclusive_scan(group, x, uneven, cuda::std::plus<>{}),
                   std::invalid_argument);
   CHECK_THROWS_AS(cohort::multi_device_exclusive_scan(group, x, elsewhere, 0, cuda::std::plus<>{}),
@@ -363,6 +369,15 @@ TEST_CASE("scans refuse buffers of other partitions and groups before enqueuing"
       cohort::multi_device_inclusive_scan(group, cohort::indices(11), x, cuda::std::plus<>{},
                                           [] __device__(std::size_t i) { return int(i); }),
       std::invalid_argument);
+  group.synchronize();
+  other.synchronize();
+  CHECK(first_difference(read_back(group, x), values) == values.size());
+  std::size_t written = 0;
+  for (const auto* poisoned : {&uneven, &elsewhere})
+    for (std::size_t r = 0; r < poisoned->shards(); ++r)
+      for (const int v : cohort::testing::shard_to_host(*poisoned, r))
+        written += v != cohort::testing::poison_value<int>();
+  CHECK(written == 0);
 }
 
 namespace {

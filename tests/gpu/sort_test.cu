@@ -157,8 +157,11 @@ void check_one_sort(std::size_t members, std::size_t n, pattern kind, unsigned s
   cohort::distributed_buffer<K> k(group, n);
   k.copy_from_host(keys);
   if constexpr (WithValues) {
+    // The values are the sort's input (it sorts in place): each starts as its own position, so
+    // values the sort did not move stay the identity, which the stable order differs from
+    // wherever the keys were not already sorted. (A poison filled here would be overwritten by the
+    // positions before the sort, and checked by nothing.)
     cohort::distributed_buffer<std::uint32_t> v(group, k.split());
-    v.fill_bytes(cohort::testing::poison_byte);
     std::vector<std::uint32_t> positions(n);
     for (std::size_t i = 0; i < n; ++i)
       positions[i] = std::uint32_t(i);
@@ -331,6 +334,20 @@ TEST_CASE("sorts refuse mismatched values and a capture, and report scratch that
   auto group = cohort::testing::group_of(2);
   cohort::distributed_buffer<std::uint32_t> keys(group, 100);
   cohort::distributed_buffer<std::uint32_t> values(group, cohort::partition::weighted(100, {1, 3}));
+  // Keys in descending order, which any sort would move, and poisoned values: each refused call
+  // below must leave both as they are (checked once the streams are done), where one that
+  // enqueued some of its work before refusing would change them.
+  std::vector<std::uint32_t> descending(100);
+  for (std::size_t i = 0; i < descending.size(); ++i)
+    descending[i] = static_cast<std::uint32_t>(1000 - 7 * i);
+  keys.copy_from_host(descending);
+  values.fill_bytes(cohort::testing::poison_byte);
+  const auto unchanged = [&] {
+    CHECK(first_difference(read_back(group, keys), descending) == descending.size());
+    const std::vector<std::uint32_t> poisoned(values.size(),
+                                              cohort::testing::poison_value<std::uint32_t>());
+    CHECK(first_difference(read_back(group, values), poisoned) == poisoned.size());
+  };
   CHECK_THROWS_AS(cohort::multi_device_sort_by_key(group, keys, values), std::invalid_argument);
   // Values that are the keys' own memory, through a view.
   try {
@@ -339,10 +356,12 @@ TEST_CASE("sorts refuse mismatched values and a capture, and report scratch that
   } catch (const std::invalid_argument& e) {
     CHECK(std::string(e.what()).find("shares memory") != std::string::npos);
   }
+  unchanged();
 
   CHECK_THROWS_AS(
       (void)cohort::group_graph::capture(group, [&] { cohort::multi_device_sort(group, keys); }),
       std::logic_error);
+  unchanged();
 
   // A single-member group on GPU 0 with a shard of 60% of the free memory, kept on the device: the
   // sort needs as much again, and says so as out of memory, naming the member, the device and the
@@ -352,6 +371,12 @@ TEST_CASE("sorts refuse mismatched values and a capture, and report scratch that
   auto one = cohort::device_group::emulated(cohort::device_ref{0}, 1);
   const std::size_t free = cohort::memory_info(cohort::device_ref{0}).free;
   cohort::distributed_buffer<std::uint64_t> big(one, free / 10 * 6 / sizeof(std::uint64_t));
+  // Descending, so that a sort that started would move the first and last elements, which are
+  // read back after the refusal (the whole shard is too large to read back).
+  const std::size_t count = big.size();
+  std::uint64_t* const at = big.shard(0).data.data();
+  cohort::multi_device_for_each(one, cohort::indices(count),
+                                [=] __device__(std::size_t i) { at[i] = count - i; });
   one.synchronize();
   try {
     cohort::multi_device_sort(one, big);
@@ -365,6 +390,20 @@ TEST_CASE("sorts refuse mismatched values and a capture, and report scratch that
     CHECK(what.find("member 0 (device 0)") != std::string::npos);
     CHECK(what.find("bytes can be allocated there") != std::string::npos);
   }
+  one.synchronize();
+  const std::size_t ends = std::min<std::size_t>(4096, count / 2);
+  std::vector<std::uint64_t> first(ends), last(ends);
+  {
+    cohort::scoped_device on(cohort::device_ref{0});
+    REQUIRE(cudaMemcpy(first.data(), at, ends * sizeof(std::uint64_t), cudaMemcpyDeviceToHost) ==
+            cudaSuccess);
+    REQUIRE(cudaMemcpy(last.data(), at + (count - ends), ends * sizeof(std::uint64_t),
+                       cudaMemcpyDeviceToHost) == cudaSuccess);
+  }
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < ends; ++i)
+    moved += (first[i] != count - i) + (last[i] != ends - i);
+  CHECK(moved == 0);
 }
 
 // Every call makes current the device it needs: a sort over GPUs 0 and 1 with GPU 1 current (the

@@ -133,19 +133,75 @@ TEST_CASE("an id file is tagged with its run: a file an earlier run left is wait
 
 // A rank whose device cannot be made current (scoped_device throws), or whose NCCL call throws,
 // used to leave this thread's NCCL group open: every later NCCL call of the thread went into it.
-// Runs without a GPU (NCCL's group calls and its abort of a null communicator need none), where
-// making device 0 current throws; with one, rank 1's call throws inside the group.
+// Runs without a GPU (NCCL's group calls and its abort of a null communicator need none). Each
+// path is told apart by what comes out, not by "something threw": without a GPU, making device 0
+// current throws a cuda_error, which must come before the group opens and before any rank posts;
+// with one, rank 1's call throws inside the group, and exactly its exception must come out, both
+// ranks having posted. Either way no group is left open. (The path inside the group needs a
+// device that can be made current; the case below drives the nccl_group guard's path inside a
+// group without one.)
 TEST_CASE("making communicators together closes their NCCL group when a rank's call throws") {
   const std::vector<cohort::detail::rank_of> ranks{{nullptr, cohort::device_ref{0}, 0, 2},
                                                    {nullptr, cohort::device_ref{0}, 1, 2}};
-  CHECK_THROWS(cohort::detail::post_together(
-      ranks,
-      [&](std::size_t i, ncclComm_t*) -> ncclResult_t {
-        if (i == 1) throw std::runtime_error("rank 1's call failed");
-        return ncclSuccess;
-      },
-      "test"));
+  int posted = 0;
+  const auto make = [&] {
+    (void)cohort::detail::post_together(
+        ranks,
+        [&](std::size_t i, ncclComm_t*) -> ncclResult_t {
+          ++posted;
+          if (i == 1) throw std::runtime_error("rank 1's call failed");
+          return ncclSuccess;
+        },
+        "test");
+  };
+  if (cohort::device_count() == 0) {
+    CHECK_THROWS_AS(make(), cohort::cuda_error);
+    CHECK(posted == 0); // refused before any rank posted
+  } else {
+    CHECK_THROWS_WITH_AS(make(), "rank 1's call failed", std::runtime_error);
+    CHECK(posted == 2);
+  }
   CHECK(ncclGroupEnd() == ncclInvalidUsage); // no group is left open
+}
+
+// The nccl_group guard on the path where an exception leaves its scope inside the group, alone
+// and nested, with no GPU needed (a group with no calls in it): NCCL's group must be closed after
+// each (ncclGroupEnd then finds no group: ncclInvalidUsage), the exception must come out as it
+// was thrown, and a new group on the thread must open and end as usual.
+TEST_CASE("an nccl_group that an exception leaves closes its NCCL group, alone or nested") {
+  const auto thrown_inside = [](auto&& body) {
+    try {
+      body();
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("nothing thrown");
+  };
+  CHECK(thrown_inside([] {
+          cohort::nccl_group group;
+          throw std::runtime_error("inside one group");
+        }) == "inside one group");
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);
+  CHECK(thrown_inside([] {
+          cohort::nccl_group outer;
+          cohort::nccl_group inner;
+          throw std::runtime_error("inside a nested group");
+        }) == "inside a nested group");
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);
+  CHECK(thrown_inside([] {
+          cohort::nccl_group outer;
+          {
+            cohort::nccl_group inner;
+            inner.end();
+          }
+          throw std::runtime_error("after a nested group ended");
+        }) == "after a nested group ended");
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);
+  {
+    cohort::nccl_group group;
+    CHECK_NOTHROW(group.end());
+  }
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);
 }
 
 // A rank is freed on the caller's thread only where no graph holds its family (NCCL's last
