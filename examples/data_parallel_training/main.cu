@@ -13,6 +13,10 @@
 //
 //   build/examples/data_parallel_training [--layers 8 --width 2048 --batch 8192
 //                                          --micro-batches 2 --steps 20 --comm-blocks 32]
+//                                          [--nccl]
+//
+// With --nccl the buckets are reduced by an NCCL clique over every visible GPU (real GPUs only:
+// NCCL puts one rank on a GPU; with one GPU visible, a clique of one) instead of the p2p engine.
 //
 // Sizing, for 2 H200s over NVLink: 8 layers of 2048² bfloat16 are 64 MiB of gradients a step,
 // which the peer-to-peer all_reduce moves as 8 calls of 8 MiB (about 37 µs each at the ~225 GB/s
@@ -24,6 +28,7 @@
 #include "mlp.cuh"
 
 #include <cstdio>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -32,7 +37,8 @@ int main(int argc, char** argv) {
   const mlp::options o = mlp::options::parse(argc, argv);
   const int total = o.warmup + o.steps;
   const float rate = 5.0f; // SGD's learning rate (steady for this model and loss, see mlp.cuh)
-  cohort::device_group group = cohort::device_group::every_gpu_or_emulated(2);
+  cohort::device_group group = o.nccl ? cohort::device_group(cohort::devices())
+                                      : cohort::device_group::every_gpu_or_emulated(2);
   const std::size_t n = group.size();
 
   // One GPU, the whole batch: nothing to reduce.
@@ -50,9 +56,22 @@ int main(int argc, char** argv) {
   const std::vector<double> single_losses = single.losses(total);
 
   // Every GPU: the model's compute streams produce the gradients, the clique's streams reduce them.
-  cohort::p2p_clique peers(group, cohort::p2p_clique_options{.max_blocks = o.comm_blocks});
+  std::optional<cohort::p2p_clique> peers;
+  if (!o.nccl) peers.emplace(group, cohort::p2p_clique_options{.max_blocks = o.comm_blocks});
   mlp::model model(group, o);
-  cohort::gradient_buckets<mlp::bf16> buckets(peers, model.compute_streams());
+#if COHORT_WITH_NCCL
+  std::optional<cohort::nccl_clique> nccl;
+  if (o.nccl) nccl.emplace(group);
+  cohort::gradient_buckets<mlp::bf16> buckets =
+      o.nccl ? cohort::gradient_buckets<mlp::bf16>(*nccl, model.compute_streams())
+             : cohort::gradient_buckets<mlp::bf16>(*peers, model.compute_streams());
+#else
+  if (o.nccl) {
+    std::puts("--nccl needs cohort built with NCCL (COHORT_WITH_NCCL)");
+    return 1;
+  }
+  cohort::gradient_buckets<mlp::bf16> buckets(*peers, model.compute_streams());
+#endif
   for (int l = 0; l < o.layers; ++l)
     buckets.add(model.layer_of(/*gradients=*/true, l)); // bucket l: layer l's gradients
   auto train = [&](bool overlap) {
@@ -89,8 +108,11 @@ int main(int argc, char** argv) {
   std::printf("model: %d layers of %d x %d, bfloat16 storage, float arithmetic; %d rows a step, "
               "%d micro-batches a GPU; %.1f MiB of gradients in %d buckets\n",
               o.layers, o.width, o.width, o.batch, o.micro_batches, mib, o.layers);
-  std::printf("group: %zu %s GPU(s); the collectives use %u blocks a GPU\n", n,
-              group.is_emulated() ? "emulated" : "real", peers.max_blocks());
+  if (o.nccl)
+    std::printf("group: %zu real GPU(s); the collectives run on NCCL\n", n);
+  else
+    std::printf("group: %zu %s GPU(s); the collectives use %u blocks a GPU\n", n,
+                group.is_emulated() ? "emulated" : "real", peers->max_blocks());
   std::printf("step time: 1 GPU %.3f ms | %zu GPUs, all_reduce after the backward %.3f ms | "
               "%zu GPUs, bucketed all_reduce overlapping the backward %.3f ms\n",
               t1, n, t_plain, n, t_overlap);

@@ -37,12 +37,19 @@ struct options {
   int warmup = 3;            // steps before the timed ones
   int steps = 20;            // timed steps
   unsigned comm_blocks = 32; // blocks per GPU the collectives may use (0: half of the SMs)
+  bool nccl = false;         // the gradients reduced through NCCL instead of the p2p engine
 
-  // --layers L --width H --batch R --micro-batches M --steps S --comm-blocks B
+  // --layers L --width H --batch R --micro-batches M --steps S --comm-blocks B --nccl
   static options parse(int argc, char** argv) {
     options o;
-    for (int a = 1; a + 1 < argc; a += 2) {
+    for (int a = 1; a < argc; a += 2) {
       const std::string name = argv[a];
+      if (name == "--nccl") {
+        o.nccl = true;
+        --a; // a flag: no value follows
+        continue;
+      }
+      if (a + 1 >= argc) throw std::invalid_argument("option " + name + " needs a value");
       const int value = std::atoi(argv[a + 1]);
       if (name == "--layers")
         o.layers = value;

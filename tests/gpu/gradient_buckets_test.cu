@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 
@@ -172,10 +173,32 @@ std::size_t unmarked(fixture<T>& f, std::vector<cohort::device_buffer<T>>& of) {
   return changed;
 }
 
+// Buckets over the fixture's p2p clique, or (over_nccl) over an NCCL clique of its group.
 template <class T>
-void check_all_reduce(std::size_t members, bool average) {
+struct buckets_on {
+#if COHORT_WITH_NCCL
+  std::unique_ptr<cohort::nccl_clique> nccl;
+#endif
+  std::unique_ptr<cohort::gradient_buckets<T>> buckets;
+
+  buckets_on(fixture<T>& f, bool over_nccl, cohort::gradient_bucket_options options) {
+#if COHORT_WITH_NCCL
+    if (over_nccl) {
+      nccl = std::make_unique<cohort::nccl_clique>(f.group);
+      buckets = std::make_unique<cohort::gradient_buckets<T>>(*nccl, f.compute_refs(), options);
+      return;
+    }
+#endif
+    REQUIRE_FALSE(over_nccl);
+    buckets = std::make_unique<cohort::gradient_buckets<T>>(f.peers, f.compute_refs(), options);
+  }
+};
+
+template <class T>
+void check_all_reduce(std::size_t members, bool average, bool over_nccl = false) {
   fixture<T> f(members, {1, 1000, 7919, 65537, 300007});
-  cohort::gradient_buckets<T> buckets(f.peers, f.compute_refs(), {.average = average});
+  buckets_on<T> on(f, over_nccl, {.average = average});
+  cohort::gradient_buckets<T>& buckets = *on.buckets;
   for (std::size_t b = 0; b < f.sizes.size(); ++b)
     CHECK(buckets.add(f.spans(f.flat, b)) == b);
   CHECK(buckets.size() == f.sizes.size());
@@ -202,13 +225,13 @@ void check_all_reduce(std::size_t members, bool average) {
 }
 
 template <class T>
-void check_reduce_scatter_and_gather(std::size_t members) {
+void check_reduce_scatter_and_gather(std::size_t members, bool over_nccl = false) {
   std::vector<std::size_t> sizes;
   for (std::size_t s : {1, 1000, 7919, 65537})
     sizes.push_back(s * members);
   fixture<T> f(members, sizes);
-  cohort::gradient_buckets<T> shards(f.peers, f.compute_refs(),
-                                     {.reduction = bucket_reduction::reduce_scatter});
+  buckets_on<T> on(f, over_nccl, {.reduction = bucket_reduction::reduce_scatter});
+  cohort::gradient_buckets<T>& shards = *on.buckets;
   for (std::size_t b = 0; b < sizes.size(); ++b)
     shards.add(f.spans(f.flat, b));
   for (int round = 0; round < 2; ++round) {
@@ -287,6 +310,73 @@ TEST_CASE("gradient_buckets reduce-scatters into each member's block and gathers
     check_reduce_scatter_and_gather<__nv_bfloat16>(m);
   }
 }
+
+#if COHORT_WITH_NCCL
+// NCCL cannot put two ranks on one GPU: the pair runs on two real GPUs only; a clique of one on
+// GPU 0 runs everywhere (its reductions are copies of one rank's values, so it shows the calls
+// and their order, not the arithmetic).
+TEST_CASE("gradient_buckets over an NCCL clique of one GPU averages, scatters and gathers") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_all_reduce<float>(1, true, /*over_nccl=*/true);
+  check_reduce_scatter_and_gather<float>(1, /*over_nccl=*/true);
+}
+
+TEST_CASE("gradient_buckets over an NCCL clique of two GPUs averages, sums, scatters, gathers") {
+  COHORT_SKIP_UNLESS_GPUS(2);
+  check_all_reduce<float>(2, true, /*over_nccl=*/true);
+  check_all_reduce<float>(2, false, /*over_nccl=*/true);
+  check_reduce_scatter_and_gather<float>(2, /*over_nccl=*/true);
+}
+
+// One process's rank of a communicator (what each process of an mpirun job holds): one member,
+// its block of a reduce_scatter the communicator rank's. A one-rank communicator on GPU 0; the
+// mpirun test runs two ranks where two GPUs are visible.
+TEST_CASE("gradient_buckets over one process's rank of a communicator") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  using namespace std::chrono_literals;
+  const cohort::device_ref d{0};
+  auto comm = cohort::communicator::create(cohort::unique_id::create(), 1, 0, d, 60s);
+  cohort::stream collectives(d), compute(d);
+  const std::size_t n = 4099;
+  cohort::device_buffer<float> grads(n, compute), weights(n, compute);
+  for (const auto reduction : {bucket_reduction::all_reduce, bucket_reduction::reduce_scatter}) {
+    CAPTURE(static_cast<int>(reduction));
+    cohort::gradient_buckets<float> buckets(comm, collectives, compute,
+                                            {.reduction = reduction, .average = true});
+    CHECK(buckets.members() == 1);
+    CHECK(buckets.add({grads.span()}) == 0);
+    CHECK(buckets.shard(0, 0).size() == n);
+    grads.fill_bytes(cohort::testing::poison_byte);
+    buckets.finish();
+    cohort::launch(compute, {.grid = 64, .block = 256}, produce<float>, grads.data(),
+                   std::size_t{0}, n, 3, 0, 20'000ll);
+    buckets.ready(0);
+    if (reduction == bucket_reduction::reduce_scatter) {
+      buckets.wait(0);
+      cohort::launch(compute, {.grid = 64, .block = 256}, scale_shift<float>,
+                     static_cast<const float*>(grads.data()), weights.data(), std::size_t{0}, n,
+                     2.0f, 1.0f);
+      buckets.gather(0, {weights.span()});
+    }
+    buckets.finish();
+    std::vector<float> got(n), got_weights(n);
+    grads.copy_to_host(got);
+    weights.copy_to_host(got_weights);
+    compute.synchronize();
+    std::size_t wrong = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      wrong += got[k] == gradient(3, 0, k) ? 0 : 1;
+      if (reduction == bucket_reduction::reduce_scatter)
+        wrong += got_weights[k] == 2.0f * gradient(3, 0, k) + 1.0f ? 0 : 1;
+    }
+    CHECK(wrong == 0);
+  }
+  // The collectives' stream must be another than the compute stream, on the communicator's device.
+  CHECK_THROWS_WITH_AS(cohort::gradient_buckets<float>(comm, compute, compute),
+                       doctest::Contains("is the stream the collectives run on"),
+                       std::invalid_argument);
+}
+#endif
 
 // ready() and gather() made the clique's streams wait for the compute streams before the
 // collective refused a broken clique (naming its kernel): now refused first, by their own names.
@@ -422,7 +512,8 @@ TEST_CASE("gradient_buckets refuses bad arguments before it enqueues anything") 
   CHECK_THROWS_WITH_AS(gradient_buckets<float>(f.peers, {refs[0]}),
                        doctest::Contains("one stream per member"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(gradient_buckets<float>(f.peers, {f.peers.stream(0), refs[1]}),
-                       doctest::Contains("the clique's own stream"), std::invalid_argument);
+                       doctest::Contains("is the stream the collectives run on"),
+                       std::invalid_argument);
   if (cohort::device_count() >= 2) // member 0 is GPU 0, member 1 GPU 1
     CHECK_THROWS_WITH_AS(gradient_buckets<float>(f.peers, {refs[1], refs[0]}),
                          doctest::Contains("compute[0]"), std::invalid_argument);

@@ -1,6 +1,8 @@
 // cohort/training/gradient_buckets.cuh — data-parallel gradients reduced in buckets while the
 // backward pass still runs (as PyTorch DDP does), or reduce-scattered so that each member updates
-// only its shard of the weights (as ZeRO does).
+// only its shard of the weights (as ZeRO does). The collectives run on cohort's p2p engine, an
+// NCCL clique (one process, several GPUs) or this process's rank of an NCCL communicator (one
+// process per GPU, under mpirun or srun), with the same calls.
 //
 //   cohort::p2p_clique peers(group);            // its collectives run on group.stream(i)
 //   std::vector<cohort::stream> compute;        // the model runs beside them, on its own streams
@@ -13,10 +15,10 @@
 //   }
 //   buckets.finish();        // the compute streams wait for every bucket, the clique for them
 //
-// ZeRO's step: each bucket is cut into size() equal blocks; after `ready`, member i's block i is
-// the mean and the rest of its span is left as it was. Member i updates its block of the weights
-// (held in float, with the optimizer state, for that block only) and `gather` hands every member
-// the whole of them again:
+// ZeRO's step: each bucket is cut into one equal block per rank; after `ready`, member i's block
+// (its rank's) is the mean and the rest of its span is left as it was. Member i updates its block
+// of the weights (held in float, with the optimizer state, for that block only) and `gather` hands
+// every member the whole of them again:
 //
 //   cohort::gradient_buckets<__nv_bfloat16> sharded(
 //       peers, {compute.begin(), compute.end()},
@@ -33,19 +35,19 @@
 //   }
 //   sharded.finish();
 //
-// Ordering. `ready(b)` records an event on every member's compute stream and makes the clique's
-// stream wait for it, then enqueues the collective there: the host never waits. `wait(b)` makes
-// the compute streams wait for bucket b's last collective; `finish()` joins the two streams of
-// every member both ways, so that the next round's backward cannot overwrite gradients a
-// collective still reads. Call `finish()` also before the first round where the clique's streams
-// hold work the backward must follow; under capture (group_graph captures the group's streams),
-// it is what brings the compute streams into the capture and back. A bucket is handed over once
-// between two `finish()` calls; `ready` on it again is refused (it would average it twice).
+// Ordering. `ready(b)` records an event on every member's compute stream and makes the
+// collectives' stream wait for it, then enqueues the collective there: the host never waits.
+// `wait(b)` makes the compute streams wait for bucket b's last collective; `finish()` joins the
+// two streams of every member both ways, so that the next round's backward cannot overwrite
+// gradients a collective still reads. Call `finish()` also before the first round where the
+// collectives' streams hold work the backward must follow; under capture it is what brings the
+// compute streams into the capture and back. A bucket is handed over once between two
+// `finish()` calls; `ready` on it again is refused (it would average it twice).
 //
-// The compute streams must be other streams than the clique's (on a member's own device; for an
-// emulated group, `device_group::new_stream(i)` gives one in the member's SM share), and outlive
-// the buckets; so must the clique and the spans' memory. Every argument is checked before
-// anything is enqueued.
+// The compute streams must be other streams than the collectives' (on a member's own device; for
+// an emulated group, `device_group::new_stream(i)` gives one in the member's SM share), and
+// outlive the buckets; so must the clique or communicator and the spans' memory. Every argument is
+// checked before anything is enqueued.
 #pragma once
 
 #include "../communication/operators.cuh"
@@ -54,11 +56,10 @@
 #include "../detail/one_capture.cuh"
 #include "../distributed/distributed_view.cuh"
 #include "../errors/argument_error.cuh"
-#include "../p2p/collectives.cuh"
-#include "../p2p/p2p_clique.cuh"
 #include "../streams/event.cuh"
 #include "../streams/stream_ref.cuh"
 #include "detail/bucket_checks.cuh"
+#include "detail/bucket_engines.cuh"
 
 #include <cuda/std/span>
 
@@ -67,6 +68,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace cohort {
@@ -81,7 +83,8 @@ struct gradient_bucket_options {
   // The mean over the members (the gradient of the whole batch, where each member's gradient is
   // the mean over its part), else the sum.
   bool average = true;
-  // half and bfloat16 gradients are summed in float and rounded once.
+  // The peer-to-peer engine's options: half and bfloat16 gradients are summed in float and
+  // rounded once. (NCCL reduces them its own way.)
   p2p_options p2p = {.accumulate_in_float = true};
 };
 
@@ -89,17 +92,26 @@ template <class T>
 class gradient_buckets {
  public:
   // `compute[i]`: the stream of member i that produces the gradients and consumes the result.
+  // The collectives run on the clique's streams.
   gradient_buckets(p2p_clique& peers, std::vector<stream_ref> compute,
                    gradient_bucket_options options = {})
-      : peers_(&peers)
-      , compute_(std::move(compute))
-      , options_(options) {
-    detail::training::require_compute_streams(peers, compute_);
-    for (std::size_t i = 0; i < compute_.size(); ++i) {
-      end_of_compute_.emplace_back(compute_[i].device());
-      end_of_collectives_.emplace_back(compute_[i].device());
-    }
+      : gradient_buckets(detail::training::p2p_engine{&peers, options.p2p}, std::move(compute),
+                         options) {}
+#if defined(COHORT_WITH_NCCL) && COHORT_WITH_NCCL
+  // Over NCCL, one process driving every GPU: the collectives run on the clique's streams.
+  gradient_buckets(nccl_clique& nccl, std::vector<stream_ref> compute,
+                   gradient_bucket_options options = {})
+      : gradient_buckets(detail::training::nccl_clique_engine{&nccl}, std::move(compute), options) {
   }
+  // Over NCCL, one process per GPU (mpirun, srun): this process's rank of `comm` is the one
+  // member, its gradients one span on the communicator's device; the collectives run on
+  // `collectives`, a stream of that device other than `compute`. A reduce_scatter's blocks are
+  // cut over the communicator's ranks: this process holds block comm.rank().
+  gradient_buckets(communicator& comm, stream_ref collectives, stream_ref compute,
+                   gradient_bucket_options options = {})
+      : gradient_buckets(detail::training::communicator_engine{&comm, collectives},
+                         std::vector<stream_ref>{compute}, options) {}
+#endif
 
   gradient_buckets(gradient_buckets&&) noexcept = default;
   gradient_buckets& operator=(gradient_buckets&&) noexcept = default;
@@ -109,14 +121,17 @@ class gradient_buckets {
   // reduce_scatter, the size must divide into size() equal blocks (pad the bucket).
   std::size_t add(std::vector<cuda::std::span<T>> gradients) {
     constexpr const char* function = "gradient_buckets::add";
-    detail::p2p::require_on_members(*peers_, gradients, function, "gradients");
-    const std::size_t count = detail::p2p::common_size(gradients, function, "gradients");
     std::vector<cuda::std::span<const T>> taken;
     for (const entry& b : buckets_)
       taken.insert(taken.end(), b.spans.begin(), b.spans.end());
-    detail::training::require_new_bucket<T>(
-        *peers_, options_.reduction == bucket_reduction::reduce_scatter,
-        options_.p2p.algorithm == p2p_algorithm::one_shot, gradients, count, taken);
+    std::visit(
+        [&](const auto& e) {
+          detail::training::require_on_members(e, gradients, function, "gradients");
+          const std::size_t count = detail::p2p::common_size(gradients, function, "gradients");
+          detail::training::require_new_bucket(
+              e, options_.reduction == bucket_reduction::reduce_scatter, gradients, count, taken);
+        },
+        engine_);
     entry made{std::move(gradients), {}, {}, false};
     for (std::size_t i = 0; i < members(); ++i) {
       made.produced.emplace_back(compute_[i].device());
@@ -132,12 +147,18 @@ class gradient_buckets {
     return add(spans_of(gradients, "gradient_buckets::add", "gradients"));
   }
 
-  std::size_t size() const noexcept { return buckets_.size(); }
-  std::size_t members() const noexcept { return compute_.size(); }
+  std::size_t size() const noexcept {
+    return buckets_.size();
+  }
+  std::size_t members() const noexcept {
+    return compute_.size();
+  }
   stream_ref compute_stream(std::size_t member) const {
     return detail::element_at(compute_, member, "gradient_buckets::compute_stream", "members");
   }
-  const gradient_bucket_options& options() const noexcept { return options_; }
+  const gradient_bucket_options& options() const noexcept {
+    return options_;
+  }
   // Elements per member in bucket `bucket`.
   std::size_t count(std::size_t bucket) const {
     return detail::element_at(buckets_, bucket, "gradient_buckets::count", "buckets")
@@ -152,7 +173,7 @@ class gradient_buckets {
     const entry& b = detail::element_at(buckets_, bucket, "gradient_buckets::shard", "buckets");
     detail::element_at(compute_, member, "gradient_buckets::shard", "members");
     if (options_.reduction == bucket_reduction::all_reduce) return b.spans[member];
-    return block_of(b.spans[member], member);
+    return detail::training::block_of(engine_, b.spans[member], member);
   }
 
   // Bucket `bucket`'s gradients are complete on every compute stream (all that is enqueued there
@@ -170,10 +191,14 @@ class gradient_buckets {
                                    b.spans[0].size());
     after_compute(b);
     with_operator([&](auto op) {
-      if (options_.reduction == bucket_reduction::all_reduce)
-        all_reduce(*peers_, b.spans, op, options_.p2p);
-      else
-        reduce_scatter(*peers_, b.spans, blocks(b.spans), op, options_.p2p);
+      std::visit(
+          [&](const auto& e) {
+            if (options_.reduction == bucket_reduction::all_reduce)
+              e.all_reduce(b.spans, op);
+            else
+              e.reduce_scatter(b.spans, detail::training::blocks_of(engine_, b.spans), op);
+          },
+          engine_);
     });
     b.handed_over = true;
     record_reduced(b);
@@ -196,7 +221,9 @@ class gradient_buckets {
                              "this",
                              "gathers shards: it needs buckets made with "
                              "bucket_reduction::reduce_scatter.");
-    detail::p2p::require_on_members(*peers_, data, function, "data");
+    std::visit(
+        [&](const auto& e) { detail::training::require_on_members(e, data, function, "data"); },
+        engine_);
     for (const auto& d : data)
       detail::require_count(d.size(), b.spans[0].size(), function, "data", [&] {
         return "per member, the size of bucket " + std::to_string(bucket);
@@ -204,7 +231,9 @@ class gradient_buckets {
     require_launchable(function);
     const detail::nvtx_range range("gradient_buckets::gather", "bucket %zu", bucket);
     after_compute(b);
-    all_gather(*peers_, blocks(data), data);
+    std::visit(
+        [&](const auto& e) { e.all_gather(detail::training::blocks_of(engine_, data), data); },
+        engine_);
     record_reduced(b);
   }
 
@@ -222,16 +251,33 @@ class gradient_buckets {
     // The compute stream waits first, so that under capture of the clique's streams it joins the
     // capture before anything is recorded on it.
     for (std::size_t i = 0; i < members(); ++i) {
-      end_of_collectives_[i].record(peers_->stream(i));
+      end_of_collectives_[i].record(collectives(i));
       compute_[i].wait(end_of_collectives_[i]);
       end_of_compute_[i].record(compute_[i]);
-      peers_->stream(i).wait(end_of_compute_[i]);
+      collectives(i).wait(end_of_compute_[i]);
     }
     for (entry& b : buckets_)
       b.handed_over = false;
   }
 
  private:
+  gradient_buckets(detail::training::engine engine, std::vector<stream_ref> compute,
+                   gradient_bucket_options options)
+      : engine_(engine)
+      , compute_(std::move(compute))
+      , options_(options) {
+    std::visit([&](const auto& e) { detail::training::require_compute_streams(e, compute_); },
+               engine_);
+    for (std::size_t i = 0; i < compute_.size(); ++i) {
+      end_of_compute_.emplace_back(compute_[i].device());
+      end_of_collectives_.emplace_back(compute_[i].device());
+    }
+  }
+
+  // Member i's stream where its collectives run.
+  stream_ref collectives(std::size_t i) const {
+    return std::visit([&](const auto& e) { return e.stream(i); }, engine_);
+  }
   struct entry {
     std::vector<cuda::std::span<T>> spans;
     std::vector<event> produced; // on the compute streams, before the collective
@@ -247,29 +293,17 @@ class gradient_buckets {
     return bucket;
   }
 
-  // A distributed range's shards, one per member of the clique (checked as the collectives check).
+  // A distributed range's shards, one per member (checked as the collectives check).
   template <class R>
   std::vector<cuda::std::span<T>> spans_of(R& range, const char* function,
                                            const char* argument) const {
-    detail::require_buffer_of_group(range, *peers_, function, argument);
+    std::visit(
+        [&](const auto& e) { detail::require_buffer_of_group(range, e, function, argument); },
+        engine_);
     std::vector<cuda::std::span<T>> spans;
     for (std::size_t i = 0; i < range.shards(); ++i)
       spans.push_back(range.shard(i).data);
     return spans;
-  }
-
-  // Block i of `span`, when it is cut into members() equal blocks.
-  cuda::std::span<T> block_of(cuda::std::span<T> span, std::size_t i) const {
-    const std::size_t block = span.size() / members();
-    return span.subspan(i * block, block);
-  }
-
-  // Member i's block i of each span (reduce_scatter's output, all_gather's input).
-  std::vector<cuda::std::span<T>> blocks(const std::vector<cuda::std::span<T>>& spans) const {
-    std::vector<cuda::std::span<T>> out;
-    for (std::size_t i = 0; i < spans.size(); ++i)
-      out.push_back(block_of(spans[i], i));
-    return out;
   }
 
   template <class Call>
@@ -281,22 +315,23 @@ class gradient_buckets {
   }
 
   void require_launchable(const char* function) const {
-    detail::training::require_launchable(*peers_, compute_, function);
+    std::visit([&](const auto& e) { detail::training::require_launchable(e, compute_, function); },
+               engine_);
   }
 
   void after_compute(entry& b) {
     for (std::size_t i = 0; i < members(); ++i) {
       b.produced[i].record(compute_[i]);
-      peers_->stream(i).wait(b.produced[i]);
+      collectives(i).wait(b.produced[i]);
     }
   }
 
   void record_reduced(entry& b) {
     for (std::size_t i = 0; i < members(); ++i)
-      b.reduced[i].record(peers_->stream(i));
+      b.reduced[i].record(collectives(i));
   }
 
-  p2p_clique* peers_;
+  detail::training::engine engine_;
   std::vector<stream_ref> compute_;
   gradient_bucket_options options_;
   std::vector<event> end_of_compute_;

@@ -11,4 +11,4 @@ void update(int layer, std::vector<cohort::stream>& compute);
 void update_block(cuda::std::span<__nv_bfloat16> block, cohort::stream_ref stream);
 #define COHORT_SNIPPET_PARAMETERS                                                                  \
   cohort::device_group &group, cohort::p2p_clique &peers, std::vector<cohort::stream> &compute,   \
-      int layers
+      int layers, cohort::communicator &comm

@@ -5,7 +5,6 @@
 #include "../../detail/arguments.cuh"
 #include "../../detail/one_capture.cuh"
 #include "../../errors/argument_error.cuh"
-#include "../../p2p/p2p_clique.cuh"
 #include "../../streams/stream_ref.cuh"
 
 #include <cuda/std/span>
@@ -19,12 +18,25 @@ namespace cohort {
 
 namespace detail::training {
 
-// One stream per member, on its device, none of them the clique's own.
-inline void require_compute_streams(const p2p_clique& peers,
-                                    const std::vector<stream_ref>& compute) {
+// `Engine` is one of bucket_engines.cuh's: members() spans a bucket, device(i) and stream(i) where
+// member i's collectives run, ranks() blocks a reduce_scatter cuts a bucket into.
+
+// Each span is memory of its member's device (for an emulated group, the one device).
+template <class Engine, class T>
+void require_on_members(const Engine& engine, const std::vector<cuda::std::span<T>>& spans,
+                        std::string_view function, std::string_view argument) {
+  require_count(spans.size(), engine.members(), function, argument, "one span per member");
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    require_memory_of(engine.device(i), spans[i].data(), spans[i].size_bytes(), function,
+                      indexed(argument, i));
+}
+
+// One stream per member, on its device, none of them the collectives' own.
+template <class Engine>
+void require_compute_streams(const Engine& peers, const std::vector<stream_ref>& compute) {
   constexpr const char* function = "gradient_buckets";
-  detail::require_count(compute.size(), peers.size(), function, "compute",
-                        "one stream per member of the clique");
+  detail::require_count(compute.size(), peers.members(), function, "compute",
+                        "one stream per member");
   for (std::size_t i = 0; i < compute.size(); ++i) {
     const auto name = detail::indexed("compute", i);
     if (stream_ref::is_empty(compute[i].native_handle()))
@@ -37,32 +49,33 @@ inline void require_compute_streams(const p2p_clique& peers,
     if (compute[i] == peers.stream(i))
       detail::throw_invalid_argument(
           function, name(),
-          "is the clique's own stream, where the collectives run: the reductions could not "
-          "overlap the backward. Use another stream (device_group::new_stream(" +
+          "is the stream the collectives run on: the reductions could not overlap the "
+          "backward. Use another stream (device_group::new_stream(" +
               std::to_string(i) + ")).");
   }
 }
 
 // A new bucket of `count` elements per member (checked on its members already): not empty,
-// splittable where it is reduce-scattered, within the one-shot limit where its all_reduce is asked
-// to be one-shot, apart from every span of
-// the buckets before it (`taken`, bucket by bucket, one span per member).
-template <class T>
-void require_new_bucket(const p2p_clique& peers, bool reduce_scatter, bool one_shot,
+// splittable into the ranks' blocks where it is reduce-scattered, within the one-shot limit where
+// its all_reduce is asked to be one-shot (the p2p engine's), apart from every span of the buckets
+// before it (`taken`, bucket by bucket, one span per member).
+template <class Engine, class T>
+void require_new_bucket(const Engine& peers, bool reduce_scatter,
                         const std::vector<cuda::std::span<T>>& gradients, std::size_t count,
                         const std::vector<cuda::std::span<const T>>& taken) {
   constexpr const char* function = "gradient_buckets::add";
-  const std::size_t members = peers.size();
+  const std::size_t members = peers.members();
+  const std::size_t ranks = peers.ranks();
   detail::require_argument(count > 0, function, "gradients", "the spans are empty.");
-  if (reduce_scatter && count % members != 0)
+  if (reduce_scatter && count % ranks != 0)
     detail::throw_invalid_argument(function, "gradients",
                                    "holds " + std::to_string(count) +
                                        " elements per member, which do not split into " +
-                                       std::to_string(members) +
+                                       std::to_string(ranks) +
                                        " equal blocks for reduce_scatter: pad the bucket to a "
-                                       "multiple of the members.");
+                                       "multiple of the ranks.");
   // The collective's one check of its own that could fail later, after ready's waits.
-  if (!reduce_scatter && one_shot && count * sizeof(T) > peers.one_shot_limit())
+  if (!reduce_scatter && count * sizeof(T) > peers.one_shot_limit())
     detail::throw_invalid_argument(function, "gradients",
                                    "holds " + std::to_string(count * sizeof(T)) +
                                        " bytes per member, above the clique's one_shot_limit (" +
@@ -89,8 +102,9 @@ void require_new_bucket(const p2p_clique& peers, bool reduce_scatter, bool one_s
 // captured stream cannot wait for work outside its capture: call finish() first inside it,
 // which brings the compute streams in); members whose streams would not all be in one capture
 // (or none) once the waits took each compute stream's capture into its clique stream.
-inline void require_launchable(const p2p_clique& peers, const std::vector<stream_ref>& compute,
-                               const char* function) {
+template <class Engine>
+void require_launchable(const Engine& peers, const std::vector<stream_ref>& compute,
+                        const char* function) {
   if (peers.broken())
     detail::throw_invalid_argument(function, "this",
                                    "its p2p_clique was broken by a launch that failed part-way "
@@ -106,7 +120,7 @@ inline void require_launchable(const p2p_clique& peers, const std::vector<stream
         if (clique.state.active && on_compute.state != clique.state)
           throw std::logic_error(
               "cohort::" + std::string(function) + ": member " + std::to_string(i) +
-              "'s clique stream is being captured and its compute stream is not in that "
+              "'s collectives' stream is being captured and its compute stream is not in that "
               "capture: the reduction could not wait for the gradients. Nothing was enqueued. "
               "Call finish() first inside the capture (it brings the compute streams in), or "
               "capture the compute streams as well.");
