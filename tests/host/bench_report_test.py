@@ -156,6 +156,23 @@ class ReportTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             goal(compare=">")
 
+    def test_a_goal_that_needs_more_gpus_than_the_run_had_is_not_judged(self):
+        tables = {"b": [("t", ["x"], [["1"], ["9"]])]}
+        goal = {"id": "g", "text": "g", "benchmark": "b", "table": {"header": "x"}, "column": "x",
+                "compare": ">=", "threshold": 3, "result": "{min:g}", "gpus": 2}
+        # On one GPU (an emulated figure) it needs its GPUs, never 'missed'; on two it is judged.
+        self.assertEqual(run.judge(goal, tables, gpus=1)["status"], "—")
+        self.assertEqual(run.judge(goal, tables, gpus=1)["result"], "needs 2 GPUs; this run had 1")
+        self.assertEqual(run.judge(goal, tables, gpus=2)["status"], "missed")
+        self.assertEqual(run.judge(dict(goal, gpus=1), tables, gpus=1)["status"], "missed")
+        # Every goal of a pair's figures (the scaling, the sort and scan against one GPU, the p2p
+        # and NCCL comparisons) says how many GPUs it needs.
+        needs_two = {g["id"] for g in run.load_goals() if g.get("gpus", 1) >= 2}
+        for wanted in ("strong-scaling", "sort-2e30-uint32", "scan-2e30-floats",
+                       "p2p-graph-small-vs-nccl", "fused-layer-tail-graph"):
+            self.assertIn(wanted, needs_two)
+        self.assertNotIn("p2p-graph-small-time-emulated", needs_two)
+
     def test_view_and_pool_goals_read_their_own_tables(self):
         for_each = ("## sum of 268435456 floats, host-timed to the value\n\n"
                     "| version | ms | GB/s | vs CUB |\n| --- | --- | --- | --- |\n"
@@ -254,7 +271,11 @@ class ReportTest(unittest.TestCase):
         # Goals judged on the newest run that measured them, from .txt and from .json tables.
         self.assertIn("| peer-to-peer all_reduce busbw ≥ NCCL's from 64 MiB | 1.015–1.162× NCCL | met "
                       "| 2 × NVIDIA H200, 2026-11-30 |", page)
-        self.assertIn("| 0.53× | missed | 1 × NVIDIA H200, 2026-12-01 |", page)
+        # The scan against one-GPU CUB needs two GPUs: the one-GPU run's emulated figure (0.53×)
+        # is not judged, and the goal says what it needs.
+        self.assertNotIn("| 0.53× | missed |", page)
+        self.assertIn("| inclusive scan of 2^30 floats ≥ 1.8 × one-GPU CUB | needs 2 GPUs; this run "
+                      "had 1 | — | — |", page)
         self.assertIn("## scan_sort_bench: 1 × NVIDIA H200, 2026-12-01", page)
         self.assertIn("## p2p_bench: 2 × NVIDIA H200, 2026-11-30", page)
         self.assertNotIn("session", page)
