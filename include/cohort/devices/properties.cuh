@@ -11,7 +11,10 @@
 #include "scoped_device.cuh"
 
 #include <cstddef>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 namespace cohort {
 
@@ -32,8 +35,9 @@ struct device_properties {
   }
 };
 
-inline device_properties properties(device_ref device) {
-  detail::require_valid_device(device, "properties", "device");
+namespace detail {
+
+inline device_properties query_properties(device_ref device) {
   cudaDeviceProp raw{};
   check_cuda(cudaGetDeviceProperties(&raw, device.get()), "cudaGetDeviceProperties", device.get());
   device_properties p;
@@ -55,6 +59,23 @@ inline device_properties properties(device_ref device) {
              device.get());
   p.pci_bus_id = bus_id;
   return p;
+}
+
+} // namespace detail
+
+// Read from the driver once per device and process (they do not change while it runs): calls that
+// weigh members by them (by_capability) ask on every call.
+inline device_properties properties(device_ref device) {
+  detail::require_valid_device(device, "properties", "device");
+  static std::mutex lock;
+  static std::map<int, device_properties> known;
+  {
+    const std::lock_guard<std::mutex> hold(lock);
+    if (const auto found = known.find(device.get()); found != known.end()) return found->second;
+  }
+  device_properties p = detail::query_properties(device); // outside the lock: it may throw
+  const std::lock_guard<std::mutex> hold(lock);
+  return known.emplace(device.get(), std::move(p)).first->second;
 }
 
 struct free_and_total {
