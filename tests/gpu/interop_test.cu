@@ -195,7 +195,7 @@ TEST_CASE("a view over the caller's memory is checked when it is made") {
       doctest::Contains("cohort::multi_device_for_each: argument"), std::invalid_argument);
 }
 
-TEST_CASE("a view of a buffer is the buffer's memory; a const buffer's view is of const") {
+TEST_CASE("a view of a buffer is the buffer's memory, and a const buffer's view is of const") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(3);
   cohort::distributed_buffer<int> x(group, 1001);

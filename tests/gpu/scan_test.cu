@@ -460,7 +460,8 @@ struct square_wide {
 };
 } // namespace
 
-TEST_CASE("a transform applies to each element before the scan; numbers convert to the output's") {
+TEST_CASE(
+    "a transform applies to each element before the scan, and numbers convert to the output's") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cuda::std::plus<long long> plus;
   for (std::size_t members : group_sizes)
