@@ -740,13 +740,13 @@ TEST_CASE("a device-result reduction whose members are not all in one capture is
 namespace {
 
 using float_buffer = cohort::distributed_buffer<float>;
-static_assert(cohort::detail::reduce_input<float_buffer>);
-static_assert(cohort::detail::reduce_input<const float_buffer>);
-static_assert(cohort::detail::reduce_input<cohort::distributed_view<float>>);
-static_assert(cohort::detail::reduce_input<cohort::distributed_view<const float>>);
-static_assert(cohort::detail::reduce_input<cohort::index_range>);
-static_assert(!cohort::detail::reduce_input<std::vector<float>>);
-static_assert(!cohort::detail::reduce_input<float*>);
+static_assert(cohort::detail::algorithm_input<float_buffer>);
+static_assert(cohort::detail::algorithm_input<const float_buffer>);
+static_assert(cohort::detail::algorithm_input<cohort::distributed_view<float>>);
+static_assert(cohort::detail::algorithm_input<cohort::distributed_view<const float>>);
+static_assert(cohort::detail::algorithm_input<cohort::index_range>);
+static_assert(!cohort::detail::algorithm_input<std::vector<float>>);
+static_assert(!cohort::detail::algorithm_input<float*>);
 
 // A pending value is made only by the reductions: no public constructor from a pinned slot.
 static_assert(!std::is_constructible_v<cohort::pending<int>, int*, cohort::event,

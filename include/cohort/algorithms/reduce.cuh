@@ -86,14 +86,14 @@ void multi_device_reduce(const device_group&, const index_range&, std::type_iden
 
 // op(init, transform(x) for every element x of `input`, in order); for an index range,
 // op(init, transform(i) for every global index i, in order).
-template <class T, detail::reduce_input Input, class Op, detail::not_a_result Transform>
+template <class T, detail::algorithm_input Input, class Op, detail::not_a_result Transform>
 pending<T> multi_device_transform_reduce(const device_group& group, const Input& input, T init,
                                          Op op, Transform transform) {
   return detail::reduce_pending(group, input, init, op, transform, "multi_device_transform_reduce");
 }
 
 // The same into `result` (device memory on member 0; capturable).
-template <class T, detail::reduce_input Input, class Op, class Transform>
+template <class T, detail::algorithm_input Input, class Op, class Transform>
 void multi_device_transform_reduce(const device_group& group, const Input& input,
                                    std::type_identity_t<T> init, Op op, Transform transform,
                                    device_result<T>& result) {

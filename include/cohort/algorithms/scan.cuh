@@ -90,7 +90,7 @@ void multi_device_exclusive_scan(const device_group& group, Data&& data,
 }
 
 // output[i] = op(t(input[0]), ..., t(input[i])), t the transform (for an index range, t(i)).
-template <detail::scan_input Input, distributed_range Output, class Op, class Transform>
+template <detail::algorithm_input Input, distributed_range Output, class Op, class Transform>
 void multi_device_inclusive_scan(const device_group& group, Input&& input, Output&& output, Op op,
                                  Transform transform) {
   if constexpr (detail::scan_types_fit<Input, Output, Transform>())
@@ -99,7 +99,7 @@ void multi_device_inclusive_scan(const device_group& group, Input&& input, Outpu
 }
 
 // output[i] = op(input[0], ..., input[i]).
-template <detail::scan_input Input, distributed_range Output, class Op>
+template <detail::algorithm_input Input, distributed_range Output, class Op>
 void multi_device_inclusive_scan(const device_group& group, Input&& input, Output&& output, Op op) {
   multi_device_inclusive_scan(group, std::forward<Input>(input), std::forward<Output>(output), op,
                               detail::as_is{});
@@ -107,7 +107,7 @@ void multi_device_inclusive_scan(const device_group& group, Input&& input, Outpu
 
 // output[i] = op(init, t(input[0]), ..., t(input[i-1])), t the transform (for an index range,
 // t(i)).
-template <detail::scan_input Input, distributed_range Output, class Op, class Transform>
+template <detail::algorithm_input Input, distributed_range Output, class Op, class Transform>
 void multi_device_exclusive_scan(const device_group& group, Input&& input, Output&& output,
                                  std::type_identity_t<detail::scan_value_t<Output>> init, Op op,
                                  Transform transform) {
@@ -117,7 +117,7 @@ void multi_device_exclusive_scan(const device_group& group, Input&& input, Outpu
 }
 
 // output[i] = op(init, input[0], ..., input[i-1]).
-template <detail::scan_input Input, distributed_range Output, class Op>
+template <detail::algorithm_input Input, distributed_range Output, class Op>
 void multi_device_exclusive_scan(const device_group& group, Input&& input, Output&& output,
                                  std::type_identity_t<detail::scan_value_t<Output>> init, Op op) {
   multi_device_exclusive_scan(group, std::forward<Input>(input), std::forward<Output>(output), init,

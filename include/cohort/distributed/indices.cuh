@@ -15,11 +15,14 @@
 #include "../execution/adaptive_balancer.cuh"
 #include "../execution/device_group.cuh"
 #include "../partitioning/partition.cuh"
+#include "distributed_view.cuh"
 
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace cohort {
@@ -77,5 +80,16 @@ inline index_range indices(std::size_t n, partition split) {
 inline index_range indices(std::size_t n, adaptive_balancer& balancer) noexcept {
   return index_range(n, balancer);
 }
+
+namespace detail {
+
+template <class I>
+inline constexpr bool is_index_range = std::same_as<std::remove_cvref_t<I>, index_range>;
+
+// What an algorithm reads: a distributed range (its elements) or an index range (the indices).
+template <class I>
+concept algorithm_input = distributed_range<I> || is_index_range<I>;
+
+} // namespace detail
 
 } // namespace cohort

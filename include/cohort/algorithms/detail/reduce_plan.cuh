@@ -33,10 +33,6 @@
 
 namespace cohort::detail {
 
-// What a reduction reads: a distributed range's elements, or f(i) over an index range.
-template <class R>
-concept reduce_input = distributed_range<R> || std::same_as<std::remove_cvref_t<R>, index_range>;
-
 // What a reduction reads, member by member: `counts[k]` items from `input_of(k)` (a pointer into
 // member k's shard, or a counting iterator at its first global index), and the balancer that
 // times each member's part, where one splits the range.

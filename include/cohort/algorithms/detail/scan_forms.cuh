@@ -21,13 +21,6 @@
 
 namespace cohort::detail {
 
-template <class I>
-inline constexpr bool is_indices_input = std::same_as<std::remove_cvref_t<I>, index_range>;
-
-// What a scan reads: a distributed buffer (const or not), a distributed view, or an index range.
-template <class I>
-concept scan_input = distributed_range<I> || is_indices_input<I>;
-
 // The value type a scan computes in: the output's element type.
 template <class Output>
 using scan_value_t = std::remove_const_t<range_element_t<Output>>;
@@ -52,7 +45,7 @@ constexpr bool scan_types_fit() {
                 "cohort: a scan writes its output: pass a non-const buffer or a view of non-const "
                 "elements.");
   constexpr bool plain = std::is_same_v<Transform, as_is>;
-  if constexpr (is_indices_input<Input>) {
+  if constexpr (is_index_range<Input>) {
     static_assert(!plain, "cohort: a scan over an index_range needs a transform: it scans "
                           "transform(i) for every global index i (pass it after the operator).");
     return !plain && writable_distributed_range<Output>;
@@ -99,7 +92,7 @@ void require_apart_or_same_spans(const Input& input, const Output& output,
 template <class Input, class Output>
 void require_scan_arguments(const device_group& group, const Input& input, const Output& output,
                             std::string_view function) {
-  if constexpr (is_indices_input<Input>) {
+  if constexpr (is_index_range<Input>) {
     require_buffer_of_group(output, group, function, "output");
     require_argument(output.size() == input.size(), function, "output", [&] {
       return "has " + std::to_string(output.size()) + " elements but the input covers " +
@@ -130,7 +123,7 @@ void require_scan_arguments(const device_group& group, const Input& input, const
 // output's). The input and the transform outlive the scan's enqueuing.
 template <class T, class Input, class Transform>
 auto scan_input_of(const Input& input, const Transform& transform, const partition& split) {
-  if constexpr (is_indices_input<Input>) {
+  if constexpr (is_index_range<Input>) {
     return
         [&transform, &split](std::size_t k) { return index_input<T>(transform, split.offset(k)); };
   } else {
