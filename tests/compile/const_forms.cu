@@ -1,5 +1,5 @@
 // What users write with const objects builds: inputs read through const buffers and groups
-// (session 23: a helper's compile matrix). Compiled only; the GPU tests run the same calls.
+// Compiled only; the GPU tests run the same calls.
 #include <cohort/cohort.cuh>
 
 #include <type_traits>

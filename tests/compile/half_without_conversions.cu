@@ -1,7 +1,7 @@
 // PyTorch extensions compile with half's and bfloat16's implicit conversions and half's operators
 // switched off (torch.utils.cpp_extension's flags; bfloat16's operators too, for good measure):
 // the peer-to-peer engine's half and bfloat16 reductions (in their own type, in float, averaged)
-// build there too. Before session 13 cohort's operators used + and < on __half.
+// build there too: cohort's operators use no + or < on __half.
 #define __CUDA_NO_HALF_CONVERSIONS__
 #define __CUDA_NO_BFLOAT16_CONVERSIONS__
 #define __CUDA_NO_HALF_OPERATORS__
@@ -50,7 +50,7 @@ void reduce_with_user_operators(cohort::p2p_clique& peers, cohort::distributed_b
 
 // cohort's operators on the pair types run lane by lane; the pair-type form was compiled as well
 // (never run), and there sum, prod, min and max on __nv_bfloat162 used the pair's +, * and <,
-// which __CUDA_NO_BFLOAT16_OPERATORS__ compiles out (session 21).
+// which __CUDA_NO_BFLOAT16_OPERATORS__ compiles out.
 template <class Pair>
 void pairs_with_cohort_operators(cohort::p2p_clique& peers, cohort::distributed_buffer<Pair>& x) {
   cohort::all_reduce(peers, x, cohort::sum);
@@ -68,7 +68,7 @@ pairs_with_cohort_operators<__nv_bfloat162>(cohort::p2p_clique&,
 
 // multi_device_reduce and the scans convert elements through CUDA's intrinsics as the p2p engine
 // does: a float reduction of half (init 0.0f) used static_cast<float>(__half), which these flags
-// compile out (session 22).
+// compile out.
 void reduce_half_in_float(const cohort::device_group& group, cohort::distributed_buffer<__half>& h,
                           cohort::distributed_buffer<__nv_bfloat16>& b,
                           cohort::device_result<float>& result) {
@@ -94,8 +94,7 @@ void scan_half_into_float(const cohort::device_group& group,
 
 #if defined(COHORT_HAS_FP8)
 // fp8 with cohort's operators, on the p2p engine and in multi_device_reduce: through float, as
-// NCCL's fp8 reductions are. Before session 22 sum, prod, min and max used fp8's + and <, which
-// it does not have.
+// NCCL's fp8 reductions are (fp8 has no + or <).
 template <class F8>
 void fp8_every_way(cohort::p2p_clique& peers, const cohort::device_group& group,
                    cohort::distributed_buffer<F8>& x) {

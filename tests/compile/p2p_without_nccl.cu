@@ -39,8 +39,7 @@ void move_a_type_without_a_default_constructor(cohort::p2p_clique& peers,
 }
 
 // An operator that merges into its first argument, taken by reference: the engine calls it with
-// its accumulator and a value, both named (session 11's first check of the operator asked for
-// temporaries and refused this one).
+// its accumulator and a value, both named (a check that asked for temporaries would refuse it).
 namespace {
 struct merge_into {
   __device__ int2 operator()(int2& into, const int2& b) const {

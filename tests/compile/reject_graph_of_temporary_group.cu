@@ -1,6 +1,5 @@
 // Must not compile: capturing over a temporary group. The graph keeps the group's streams, which
-// would be destroyed with it before any replay (a const& parameter would otherwise take it,
-// session 23).
+// would be destroyed with it before any replay (a const& parameter would otherwise take it).
 #include <cohort/cohort.cuh>
 
 int main() {

@@ -1,6 +1,6 @@
 // Must not compile: a p2p_handle of a temporary buffer. The handle outlives the expression, and
 // the buffer's memory is freed before the kernel that uses the handle runs (a const& overload
-// would otherwise take it, session 23).
+// would otherwise take it).
 #include <cohort/cohort.cuh>
 
 int main() {

@@ -1,5 +1,5 @@
 // Must not compile: an in-place NCCL all_reduce of a span of const elements. It writes them; the
-// error was "no instance of overloaded function" inside collectives.cuh (session 23).
+// error would be "no instance of overloaded function" inside collectives.cuh.
 #include <cohort/cohort.cuh>
 
 int main() {

@@ -1,5 +1,5 @@
 // Must not compile: an in-place p2p all_reduce of spans of const elements. It writes them; the
-// error named a reinterpret_cast deep in the engine's kernels (session 23).
+// error would name a reinterpret_cast deep in the engine's kernels.
 #include <cohort/cohort.cuh>
 
 #include <vector>

@@ -1,6 +1,6 @@
 // Must not compile: cohort::avg in a reduction over a group. avg is the collectives' mean over
-// ranks (avg_t derives from sum_t); a reduction has no ranks to divide by, and returned the sum
-// (session 22).
+// ranks (avg_t derives from sum_t); a reduction has no ranks to divide by, and would return the
+// sum.
 #include <cohort/cohort.cuh>
 
 int main() {

@@ -1,6 +1,5 @@
 // Must not compile: cohort::avg as a scan's operator. avg is the collectives' mean over ranks
-// (avg_t derives from sum_t); a scan has no ranks to divide by, and returned running sums
-// (session 22).
+// (avg_t derives from sum_t); a scan has no ranks to divide by, and would return running sums.
 #include <cohort/cohort.cuh>
 
 int main() {

@@ -346,7 +346,7 @@ TEST_CASE("a one-shot limit that would wrap is refused, and limits round up to 2
   CHECK(peers.one_shot_limit() == 1024);
 }
 
-// `{}` is the options form: before session 22 it picked the one-shot-limit form, a limit of 0.
+// `{}` is the options form, not the one-shot-limit form with a limit of 0.
 TEST_CASE("p2p_clique(group, {}) takes every default, and a negative one-shot limit is refused") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);

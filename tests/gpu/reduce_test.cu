@@ -221,8 +221,7 @@ TEST_CASE("half and bfloat16 reduce in float through a transform") {
 }
 
 // cohort's operators on half and fp8 elements, with no transform: a float init reduces in float,
-// each element converted through CUDA's intrinsics (before session 22, fp8 did not compile with
-// cohort's operators, and half in float not under PyTorch's flags: tests/compile).
+// each element converted through CUDA's intrinsics (what PyTorch's flags need: tests/compile).
 TEST_CASE("half and fp8 buffers reduce with cohort's operators, in float or in their own type") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for_groups_and_sizes({1u, 3u}, sizes, [&](const cohort::device_group& group, std::size_t n) {

@@ -123,7 +123,7 @@ std::vector<K> make_keys(std::size_t n, pattern kind, unsigned seed) {
 // One doctest subcase per group size, in it one per key pattern, and in that one per size, so that
 // a sanitizer can run each in its own process (--subcase='members: 2,pattern: few,n: 1048579':
 // name every level, or 'n: *'; doctest filters each level, and a filter naming two runs nothing):
-// racecheck did not finish a staged case in 550 s (sessions 11 and 12).
+// racecheck did not finish a staged case in 550 s.
 std::string members_subcase(std::size_t members) {
   return "members: " + std::to_string(members);
 }
@@ -587,8 +587,8 @@ TEST_CASE("a sort whose scratch cannot fit on its device is staged through host 
 }
 
 // Memory taken after the sort checked its scratch fits and before it allocates it (by another
-// process, or by the driver for kernels it loads on first use: on one H200 in session 17 the case
-// above lost about 65 MiB that way and failed with out of memory): the sort plans again, staged
+// process, or by the driver for kernels it loads on first use: on one H200 the case above lost
+// about 65 MiB that way and failed with out of memory): the sort plans again, staged
 // and smaller, and sorts. Before, the allocation's out-of-memory cuda_error was thrown.
 TEST_CASE(
     "a sort whose memory is taken between its check and its allocation plans again [serial]") {
@@ -628,7 +628,7 @@ TEST_CASE(
   REQUIRE(plans.size() >= 2);
   CHECK(plans.front()[0] >= n * sizeof(std::uint32_t)); // first on the device: the keys again
   // Last, staged, smaller, and within what was free when it was made. Not "at most half the
-  // first": under a sanitizer the driver's own use moves free memory by a few KiB (session 23).
+  // first": under a sanitizer the driver's own use moves free memory by a few KiB.
   CHECK(plans.back()[0] < plans.front()[0]);
   CHECK(plans.back()[0] <= free_at_last_plan);
   CHECK(first_difference(read_back(one, k), expected) == n);

@@ -113,7 +113,7 @@ inline std::chrono::milliseconds patience() {
 // How many rounds a long case makes: `full`, or, where COHORT_TEST_ROUNDS_DIVISOR (digits) is set,
 // that share of it, at least 4, so that graph replays and direct calls still alternate.
 // scripts/gpu_check.sh sets it under the sanitizers, where the 1000-replay graph case alone took
-// racecheck 441 s (session 7); native runs keep every round.
+// racecheck 441 s; native runs keep every round.
 inline int rounds(int full) {
   const char* text = std::getenv("COHORT_TEST_ROUNDS_DIVISOR");
   if (text == nullptr || *text == '\0') return full;

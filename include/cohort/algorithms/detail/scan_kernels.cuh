@@ -32,7 +32,7 @@ struct keep_last {
 // written once, by the thread that reads it here, after CUB has loaded the tile. e[i] comes in
 // CUB's accumulator type (the operator's result: float for a float sum of __half) and is applied
 // as CUB would, op(accumulator, x[i]), then rounded to T once (rounding e[i] to T first rounded
-// every element twice, session 13).
+// every element twice).
 template <class T, class In, class Op>
 struct apply_last_element {
   In in;
