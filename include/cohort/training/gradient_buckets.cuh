@@ -126,7 +126,7 @@ class gradient_buckets {
       taken.insert(taken.end(), b.spans.begin(), b.spans.end());
     std::visit(
         [&](const auto& e) {
-          detail::training::require_on_members(e, gradients, function, "gradients");
+          detail::p2p::require_on_members(e, gradients, function, "gradients");
           const std::size_t count = detail::p2p::common_size(gradients, function, "gradients");
           detail::training::require_new_bucket(
               e, options_.reduction == bucket_reduction::reduce_scatter, gradients, count, taken);
@@ -221,9 +221,8 @@ class gradient_buckets {
                              "this",
                              "gathers shards: it needs buckets made with "
                              "bucket_reduction::reduce_scatter.");
-    std::visit(
-        [&](const auto& e) { detail::training::require_on_members(e, data, function, "data"); },
-        engine_);
+    std::visit([&](const auto& e) { detail::p2p::require_on_members(e, data, function, "data"); },
+               engine_);
     for (const auto& d : data)
       detail::require_count(d.size(), b.spans[0].size(), function, "data", [&] {
         return "per member, the size of bucket " + std::to_string(bucket);

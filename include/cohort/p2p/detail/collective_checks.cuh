@@ -19,9 +19,10 @@
 
 namespace cohort::detail::p2p {
 
-// Each span is memory of its member's device (for an emulated group, the one device).
-template <class T>
-void require_on_members(const p2p_clique& peers, const std::vector<cuda::std::span<T>>& spans,
+// Each span is memory of its member's device (for an emulated group, the one device). `Members`
+// answers size() and device(i): a p2p_clique, or the engine of gradient_buckets.
+template <class Members, class T>
+void require_on_members(const Members& peers, const std::vector<cuda::std::span<T>>& spans,
                         std::string_view function, std::string_view argument) {
   require_count(spans.size(), peers.size(), function, argument, "one span per member");
   for (std::size_t i = 0; i < spans.size(); ++i)

@@ -21,16 +21,6 @@ namespace detail::training {
 // `Engine` is one of bucket_engines.cuh's: members() spans a bucket, device(i) and stream(i) where
 // member i's collectives run, ranks() blocks a reduce_scatter cuts a bucket into.
 
-// Each span is memory of its member's device (for an emulated group, the one device).
-template <class Engine, class T>
-void require_on_members(const Engine& engine, const std::vector<cuda::std::span<T>>& spans,
-                        std::string_view function, std::string_view argument) {
-  require_count(spans.size(), engine.members(), function, argument, "one span per member");
-  for (std::size_t i = 0; i < spans.size(); ++i)
-    require_memory_of(engine.device(i), spans[i].data(), spans[i].size_bytes(), function,
-                      indexed(argument, i));
-}
-
 // One stream per member, on its device, none of them the collectives' own.
 template <class Engine>
 void require_compute_streams(const Engine& peers, const std::vector<stream_ref>& compute) {
