@@ -1,5 +1,6 @@
 // device_buffer: allocation on the right device, round trips of random data in every element
 // type, peer copies, sizes 0/1/primes, moves, and the errors a user can cause.
+#include "held_stream.cuh"
 #include "kernels.cuh"
 #include "testing.cuh"
 
@@ -52,20 +53,6 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 
 const std::size_t sizes[] = {0, 1, 2, 3, 13, 1021, 65537, 1000003};
 
-// Spins until the host sets *release, or until `limit_ns` have passed (then sets *timed_out): holds
-// a stream busy for as long as a case needs, and never longer than the limit, however it fails.
-__global__ void hold_until_released(const volatile int* release, volatile int* timed_out,
-                                    unsigned long long limit_ns) {
-  const unsigned long long start = cohort::testing::global_nanoseconds();
-  while (*release == 0) {
-    if (cohort::testing::global_nanoseconds() - start > limit_ns) {
-      *timed_out = 1;
-      return;
-    }
-    __nanosleep(1000);
-  }
-}
-
 // Whether `e` completes within `limit`, polled: a copy ordered wrongly fails the case, not hangs it.
 bool completes_within(const cohort::event& e, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -75,50 +62,6 @@ bool completes_within(const cohort::event& e, std::chrono::milliseconds limit) {
   }
   return true;
 }
-
-// A stream held busy, from construction until release() or the end of the scope, by a kernel that
-// waits for a flag in mapped pinned memory (30 s at most).
-class held_stream {
- public:
-  explicit held_stream(cohort::stream_ref s)
-      : stream_(s) {
-    cohort::scoped_device on(s.device());
-    void* flags = nullptr;
-    REQUIRE(cudaHostAlloc(&flags, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable) ==
-            cudaSuccess);
-    flags_ = static_cast<volatile int*>(flags);
-    flags_[0] = 0; // release
-    flags_[1] = 0; // timed out
-    void* on_device = nullptr;
-    REQUIRE(cudaHostGetDevicePointer(&on_device, flags, 0) == cudaSuccess);
-    auto* device_flags = static_cast<int*>(on_device);
-    cohort::launch(s, {.grid = 1, .block = 1}, hold_until_released, device_flags, device_flags + 1,
-                   30'000'000'000ull);
-  }
-  // Still held: the kernel neither released nor timed out.
-  bool busy() const { return !stream_.ready() && flags_[1] == 0; }
-  // Lets the kernel end and waits for it (which its own limit bounds).
-  void release() {
-    if (released_) return;
-    released_ = true;
-    flags_[0] = 1;
-    stream_.synchronize();
-  }
-  ~held_stream() {
-    try {
-      release();
-    } catch (...) {
-    }
-    (void)cudaFreeHost(const_cast<int*>(flags_));
-  }
-  held_stream(const held_stream&) = delete;
-  held_stream& operator=(const held_stream&) = delete;
-
- private:
-  cohort::stream_ref stream_;
-  volatile int* flags_ = nullptr;
-  bool released_ = false;
-};
 
 // The buffer's elements, read on a stream of their own (the buffer's stream may be held), within
 // `limit`.
@@ -150,7 +93,7 @@ void copy_while_held(const cohort::device_buffer<float>& from, cohort::device_bu
                      cohort::stream_ref on, cohort::stream_ref held,
                      const std::vector<float>& expected) {
   using namespace std::chrono_literals;
-  held_stream hold(held);
+  cohort::testing::held_stream hold(held);
   from.copy_to(to, on);
   cohort::event done(on.device());
   done.record(on);
