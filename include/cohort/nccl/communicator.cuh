@@ -191,9 +191,14 @@ class communicator : public communicator_ref {
         left += done[i] ? 0 : 1;
       }
       if (left == 0) return;
-      if (std::chrono::steady_clock::now() > deadline)
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::vector<detail::unfinished_rank> unfinished;
         for (std::size_t i = 0; i < ranks.size(); ++i)
-          if (!done[i]) fail(i, {ncclInProgress, true});
+          if (!done[i]) unfinished.push_back({ranks[i].device_.get(), ranks[i].rank_});
+        for (communicator& c : ranks)
+          c.abort();
+        detail::throw_timed_out(function, unfinished, ranks.front().size_, timeout);
+      }
       detail::pause(spins);
     }
   }

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cohort {
 
@@ -55,6 +56,26 @@ namespace detail {
                       std::to_string(timeout.count()) +
                       " ms: a peer rank never joined or is stuck. The communicator was aborted; "
                       "check the other ranks, then make a new one.");
+}
+
+struct unfinished_rank {
+  int device;
+  int rank;
+};
+
+// The error for ranks of one wait whose work did not finish within `timeout`, each named (with a
+// communicator per process, the one rank this process waited for). The caller has aborted them.
+[[noreturn]] inline void throw_timed_out(std::string_view what,
+                                         const std::vector<unfinished_rank>& unfinished, int size,
+                                         std::chrono::milliseconds timeout) {
+  std::string ranks;
+  for (const unfinished_rank& r : unfinished)
+    ranks += (ranks.empty() ? "" : ", ") + rank_text(r.rank, size) + " (device " +
+             std::to_string(r.device) + ")";
+  throw timeout_error(std::string(what) + ": the work of " + ranks + " did not finish within " +
+                      std::to_string(timeout.count()) +
+                      " ms: a peer rank never joined or is stuck. The communicator was aborted (" +
+                      "every rank of this wait); check those ranks, then make a new one.");
 }
 
 } // namespace detail

@@ -28,19 +28,29 @@
 // or events), or smaller `max_blocks`. The group (its streams) must outlive the clique; the group
 // may be moved (the clique keeps the members' devices and streams, not the group), the clique
 // itself is neither copied nor moved. A graph holding the clique's calls must not be launched after
-// the clique is destroyed, or after it broke (`broken()`: its barriers then no longer wait).
+// the clique is destroyed, or after a launch broke it part-way (its barriers then no longer wait).
+//
+// A peer that does not arrive within the patience stops the clique, not the process: every
+// kernel on it leaves, and the next call, check() and the group's synchronize() throw a
+// p2p_error naming the ranks, block and call; a graph replayed on it then does nothing and
+// reports the same. Destroy it and make a new one (p2p_error.cuh, docs/p2p.md).
 // Destroying the clique frees its memory only after every member's last call has finished
 // (stream-ordered; no host wait).
 #pragma once
 
 #include "../errors/argument_error.cuh"
+#include "../errors/p2p_error.cuh"
+#include "../execution/detail/group_access.cuh"
 #include "../execution/detail/launch_order.cuh"
 #include "../execution/detail/peer_paths.cuh"
 #include "../execution/device_group.cuh"
 #include "../execution/launch.cuh"
 #include "../memory/device_buffer.cuh"
 #include "../streams/event.cuh"
+#include "detail/fault_memory.cuh"
 #include "detail/kernels.cuh"
+#include "p2p_clique_options.cuh"
+#include "p2p_progress.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +58,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -55,48 +66,6 @@
 #include <vector>
 
 namespace cohort {
-
-namespace detail {
-// A patience as the kernels count it (nanoseconds), saturated: past about 584 years (a patience
-// of milliseconds::max()) the conversion overflowed into a short or negative one.
-constexpr unsigned long long patience_nanoseconds(std::chrono::milliseconds patience) {
-  constexpr unsigned long long per_ms = 1'000'000, most = ~0ull;
-  const auto ms = static_cast<unsigned long long>(patience.count());
-  return ms >= most / per_ms ? most : ms * per_ms;
-}
-} // namespace detail
-
-struct p2p_clique_options {
-  // Largest message, in bytes per rank, that the one-shot algorithm can take (it needs twice that
-  // in scratch on every member), rounded up to a multiple of 256 bytes (one_shot_limit() says
-  // what it became). On 2 NVLink-joined H200s one-shot was faster than two-shot up to 8 MiB and
-  // slower from 16 MiB (docs/performance.md).
-  std::size_t one_shot_limit = std::size_t{8} << 20;
-  // How long a rank waits at a barrier for a peer before it stops its kernel with a message (the
-  // context is then lost: the process must restart). A peer is late when a long kernel runs
-  // before the collective on its stream, or under a debugger; `wait_forever` waits as NCCL does.
-  // Left at the default, the environment variable COHORT_P2P_PATIENCE_MS (digits) replaces it.
-  std::chrono::milliseconds patience = default_patience;
-  static constexpr std::chrono::milliseconds default_patience{std::chrono::minutes(5)};
-  static constexpr std::chrono::milliseconds wait_forever{0};
-  // COHORT_P2P_PATIENCE_MS, where it is set and not empty (0: wait_forever); anything but digits
-  // is refused, naming the variable.
-  static std::optional<std::chrono::milliseconds> patience_from_environment() {
-    const char* ms = std::getenv("COHORT_P2P_PATIENCE_MS");
-    if (ms == nullptr || *ms == '\0') return std::nullopt;
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(ms, &end, 10);
-    detail::require_argument(*end == '\0' && ms[0] >= '0' && ms[0] <= '9', "p2p_clique",
-                             "COHORT_P2P_PATIENCE_MS",
-                             "must be milliseconds, in digits (0 waits for ever).");
-    // strtoull saturates at its maximum, which milliseconds' signed count would turn negative.
-    const auto most = static_cast<unsigned long long>(std::chrono::milliseconds::max().count());
-    return std::chrono::milliseconds(
-        static_cast<std::chrono::milliseconds::rep>(std::min(value, most)));
-  }
-  // Blocks per rank a call may use; 0: half of the SMs each member has (at least 1).
-  unsigned max_blocks = 0;
-};
 
 namespace detail::p2p {
 struct clique_access;
@@ -113,6 +82,7 @@ class p2p_clique {
   explicit p2p_clique(const device_group& group, p2p_clique_options options = {})
       : devices_((detail::members_of(group, "p2p_clique"), group.devices()))
       , emulated_(group.is_emulated())
+      , faults_(devices_.front())
       , options_(checked(options)) {
     if (group.size() > static_cast<std::size_t>(detail::p2p::max_ranks))
       detail::throw_invalid_argument("p2p_clique", "group",
@@ -128,6 +98,7 @@ class p2p_clique {
                                "memory. Use the NCCL clique for this group.");
     group.enable_peer_access();
     const std::size_t n = group.size();
+    watch_ = detail::group_watch_access::watch(group);
     state_.reserve(n);
     scratch_.reserve(n);
     last_call_.reserve(n);
@@ -159,6 +130,8 @@ class p2p_clique {
     }
     for (stream_ref s : rescue_)
       s.synchronize();
+    // Last: a constructor that throws leaves nothing registered.
+    watch_key_ = watch_->add([this] { check("device_group::synchronize"); });
   }
   // The one-shot limit alone (the other options at their defaults). A template, so that a braced
   // `p2p_clique(group, {})` is the options form (all defaults), not a limit of 0.
@@ -172,13 +145,16 @@ class p2p_clique {
   // Every member's stream waits for every member's last call before the state is freed on it:
   // a member's kernel may read another member's scratch and signals until the call ends there.
   ~p2p_clique() {
+    watch_->remove(watch_key_);
     try {
       for (std::size_t i = 0; i < size(); ++i)
         last_call_[i].record(streams_[i]);
       for (std::size_t j = 0; j < size(); ++j)
         for (std::size_t i = 0; i < size(); ++i)
           if (i != j) streams_[j].wait(last_call_[i]);
+      faults_.retire_after(streams_[0]); // after every member's last call
     } catch (...) { // a lost context: nothing more can run on it, and freeing is all that is left
+      faults_.abandon();
     }
   }
 
@@ -196,9 +172,28 @@ class p2p_clique {
   std::size_t one_shot_limit() const noexcept { return options_.one_shot_limit; }
   // Blocks per rank a call uses at most.
   unsigned max_blocks() const noexcept { return blocks_; }
-  // Whether an earlier call's launch failed part-way, which leaves the members' epochs apart for
-  // good: every later call is refused (make a new clique).
-  bool broken() const noexcept { return broken_; }
+  // Whether the clique can no longer run calls: a peer did not arrive within the patience (check()
+  // says which), or an earlier call's launch failed part-way, which leaves the members' epochs
+  // apart for good. Every later call is refused: make a new clique.
+  bool broken() const noexcept { return broken_ || faults_.any_written(size()); }
+
+  // Throws the p2p_error that a peer that did not arrive left (naming `call` as the host call that
+  // found it); returns where none did. The clique's calls and the group's synchronize() check.
+  void check(const char* call = "p2p_clique::check") const {
+    if (faults_.any_written(size())) [[unlikely]]
+      throw p2p_error(call, faults_.waits(devices_));
+  }
+
+  // Where each rank stands: its last call started and finished, and what a block of it has waited
+  // for longer than a millisecond. Safe from another host thread while a call of the clique waits
+  // (it copies on streams of its own), also under wait_forever.
+  std::vector<p2p_rank_progress> progress() const {
+    std::vector<p2p_rank_progress> ranks;
+    for (std::size_t i = 0; i < size(); ++i)
+      ranks.push_back(
+          detail::p2p::read_progress(static_cast<int>(i), devices_[i], state_[i].data()));
+    return ranks;
+  }
 
  private:
   // The collectives, the device API and the training layer reach what follows through
@@ -261,10 +256,7 @@ class p2p_clique {
   }
 #endif
 
-  // Signal slots, flags, sent and waited counts, then epochs, in 64-bit words.
-  static constexpr std::size_t signal_words =
-      std::size_t{detail::p2p::max_blocks} * detail::p2p::max_ranks;
-  static constexpr std::size_t state_words = 4 * signal_words + detail::p2p::max_blocks;
+  static constexpr std::size_t state_words = detail::p2p::state_layout::words;
 
   // A limit given as any integer: a negative one is refused (it would wrap to a huge one).
   template <std::integral I>
@@ -296,11 +288,12 @@ class p2p_clique {
     detail::p2p::engine e{};
     for (std::size_t i = 0; i < size(); ++i) {
       e.signals[i] = const_cast<std::uint64_t*>(state_[i].data());
-      e.flags[i] = e.signals[i] + signal_words;
+      e.flags[i] = e.signals[i] + detail::p2p::state_layout::flags;
       e.scratch[i] = const_cast<unsigned char*>(scratch_[i].data());
     }
-    e.counts = const_cast<std::uint64_t*>(state_[rank].data()) + 2 * signal_words;
-    e.epochs = const_cast<std::uint64_t*>(state_[rank].data()) + 4 * signal_words;
+    e.counts = e.signals[rank] + detail::p2p::state_layout::counts;
+    e.epochs = e.signals[rank] + detail::p2p::state_layout::epochs;
+    e.faults = faults_.on_device();
     e.half_bytes = options_.one_shot_limit;
     e.patience_ns = detail::patience_nanoseconds(options_.patience);
     e.rank = static_cast<int>(rank);
@@ -311,6 +304,9 @@ class p2p_clique {
   std::vector<device_ref> devices_;
   std::vector<stream_ref> streams_;
   bool emulated_;
+  detail::p2p::fault_memory faults_;
+  std::shared_ptr<detail::group_watch> watch_;
+  std::size_t watch_key_ = 0;
   p2p_clique_options options_;
   std::vector<device_buffer<std::uint64_t>> state_;
   std::vector<device_buffer<unsigned char>> scratch_;

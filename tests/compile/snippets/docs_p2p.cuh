@@ -3,6 +3,9 @@
 
 #include <cuda_bf16.h>
 
+#include <cstdio>
+#include <thread>
+
 #define COHORT_SNIPPET_PARAMETERS                                                                  \
   cohort::device_group &group, std::size_t features,                                              \
       cohort::distributed_buffer<__nv_bfloat16> &grads, cohort::distributed_buffer<float> &mine,  \

@@ -1,5 +1,6 @@
-// cohort/p2p/detail/engine.cuh — the peer-to-peer engine's state and how a block of a call
-// takes its place in it (block_session); the kernels are in kernels.cuh.
+// cohort/p2p/detail/engine.cuh — the peer-to-peer engine's state and its barriers; how a block of
+// a call takes its place in the sequence of calls is in block_session.cuh, what a block that
+// waits past its patience leaves behind in fault.cuh, the kernels in kernels.cuh.
 //
 // Every rank of a call runs the same kernel, with the same grid, on its own stream. Ranks meet at
 // per-block barriers: block b of each rank writes a value into block b's slot of every rank's
@@ -17,11 +18,12 @@
 // made by other GPUs during the kernel.
 #pragma once
 
+#include "fault.cuh"
+
 #include <cuda/atomic>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 
 namespace cohort::detail::p2p {
 
@@ -30,6 +32,18 @@ inline constexpr int max_blocks = 256; // more than half the SMs of any GPU so f
 inline constexpr int block_threads = 512;
 // Barrier values a call may use: its epoch's base + 1 ... base + epoch_step - 1.
 inline constexpr std::uint64_t epoch_step = 4;
+static_assert(max_ranks == fault_max_ranks);
+
+// One rank's state, in 64-bit words of its own memory (p2p_clique allocates it zeroed): signal
+// slots, point-to-point flags, sent and waited counts, epochs, the stop word (fault.cuh), the
+// word that hands block 0's verdict of a grid_sync to the other blocks, and the progress.
+namespace state_layout {
+inline constexpr std::size_t signal_words = std::size_t{max_blocks} * max_ranks;
+inline constexpr std::size_t flags = signal_words, counts = 2 * signal_words,
+                             epochs = 4 * signal_words, stop = epochs + max_blocks,
+                             grid_verdict = stop + 1, progress = grid_verdict + 1,
+                             words = progress + sizeof(progress_words) / sizeof(std::uint64_t);
+} // namespace state_layout
 
 // What one rank's kernels know of the clique. Nothing in it changes from call to call, so a call
 // captured into a CUDA graph is the same call at every replay: the state that moves lives in
@@ -49,6 +63,8 @@ struct engine {
   // Every rank's one-shot scratch: two halves of `half_bytes` each.
   unsigned char* scratch[max_ranks];
   std::size_t half_bytes;
+  // Every rank's fault record, in host-mapped memory (fault.cuh).
+  fault_record* faults;
   unsigned long long patience_ns; // 0: wait for a peer as long as it takes
   int rank;
   int ranks; // 0 only for the no-op launch that loads a kernel (ensure_loaded)
@@ -65,29 +81,54 @@ __device__ inline unsigned long long nanoseconds() {
   return t;
 }
 
-// Sessions: what a block of a call (an engine kernel, or a user's kernel through p2p_handle) knows
-// of its place in the clique's sequence of calls.
-//
-// Block b stands for the slots b, b + grid, b + 2 grid, ... of the call's grid. It opens its
-// session at the highest of them and, when it ends, moves every one of them past the values it
-// used. Each rank runs the same calls with the same grids, and each block the same sequence of
-// calls on every rank, so block b's base is the same on every rank, and the barrier values and
-// scratch half derived from it agree without the host handing any out. Each session call (sync,
-// grid_sync) takes the next value base + 1, base + 2, ...
-// The slots need not be equal: the blocks of a user's kernel may make different numbers of calls
-// (a tile loop), leaving slot 1 ahead of slot 0; a later call whose block 0 stands for both then
-// starts past the higher, and a block never takes a value at or below one its slot's signals
-// already hold (which would pass a barrier before the peers arrive). They keep one parity: the
-// engine's calls move every slot by epoch_step, a user's session by a multiple of 2 * epoch_step,
-// so every block of a call takes the same scratch half. Values only grow: 2^64 is never reached.
-//
-// A slot [block * max_ranks + from] of rank r is written only by block `block` of rank `from`, in
-// increasing values, so "at least v" means "that block has made its v-th call or a later one".
-//
-// Point-to-point signals count instead, and need no epoch: the n-th signal block b of rank r ever
-// sends to rank p stores n into p's flag [b][r], and the n-th wait block b of p ever makes on r
-// waits for that flag to reach n. The counts live in each rank's own memory, touched only by
-// thread 0 of block b of the kernels in stream order, so they too replay from graphs.
+// Rank `rank`'s stop word, and this rank's progress (state_layout).
+__device__ inline std::uint64_t* stop_word(const engine& e, int rank) {
+  return e.signals[rank] + state_layout::stop;
+}
+__device__ inline progress_words& progress_of(const engine& e) {
+  return *reinterpret_cast<progress_words*>(e.signals[e.rank] + state_layout::progress);
+}
+
+// Where a block gave up.
+struct give_up_at {
+  unsigned block;
+  int peer;
+  std::uint64_t value, seen;
+  call_kind call;
+  bool point_to_point;
+  unsigned long long waited_ns;
+};
+
+// The first block of this rank to give up claims the rank's fault record (its stop word from
+// running to gave_up) and fills it; every block that gives up tells every other rank to stop.
+__device__ inline void give_up(const engine& e, const give_up_at& at) {
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> mine(*stop_word(e, e.rank));
+  std::uint64_t expected = running;
+  if (mine.compare_exchange_strong(expected, gave_up, cuda::std::memory_order_acq_rel) &&
+      e.faults != nullptr) {
+    fault_record& f = e.faults[e.rank];
+    f.rank = e.rank;
+    f.peer = at.peer;
+    f.block = at.block;
+    f.call = static_cast<std::uint32_t>(at.call);
+    f.point_to_point = at.point_to_point ? 1u : 0u;
+    f.value = at.value;
+    f.seen = at.seen;
+    f.waited_ns = at.waited_ns;
+    f.at_ns = nanoseconds();
+    for (int q = 0; q < max_ranks; ++q)
+      f.reached[q] = q < e.ranks ? cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(
+                                       e.signals[e.rank][at.block * max_ranks + q])
+                                       .load(cuda::std::memory_order_relaxed)
+                                 : 0;
+    cuda::atomic_ref<unsigned, cuda::thread_scope_system>(f.written).store(
+        1u, cuda::std::memory_order_release);
+  }
+  for (int q = 0; q < e.ranks; ++q)
+    if (q != e.rank)
+      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*stop_word(e, q))
+          .store(told_to_stop, cuda::std::memory_order_release);
+}
 
 // The block's index in its grid and its thread's index in the block, whatever their dimensions.
 __device__ inline unsigned linear_block() {
@@ -105,23 +146,45 @@ __device__ inline unsigned block_size() {
   return blockDim.x * blockDim.y * blockDim.z;
 }
 
-// Waits until `slot` holds at least `value` (system-scope acquire), within the engine's patience.
-__device__ inline void wait_for(const engine& e, std::uint64_t& slot, std::uint64_t value,
-                                unsigned block, int peer, const char* call) {
+// Waits until `slot` holds at least `value` (system-scope acquire). False, at once, where the
+// clique has stopped (the rank's stop word is set), or once the engine's patience has run out:
+// then this block gives up (fault.cuh) and every rank is told to stop. A wait longer than a
+// millisecond is written into the rank's progress, for p2p_clique::progress.
+__device__ inline bool wait_for(const engine& e, std::uint64_t& slot, std::uint64_t value,
+                                unsigned block, int peer, call_kind call,
+                                bool point_to_point = false) {
   cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> in(slot);
-  const unsigned long long since = e.patience_ns != 0 ? nanoseconds() : 0;
-  while (in.load(cuda::std::memory_order_acquire) < value) {
-    if (e.patience_ns != 0 && nanoseconds() - since > e.patience_ns) {
-      printf("cohort p2p: rank %d, block %u has waited %llu ms in %s for rank %d, which has not "
-             "arrived: its kernel could not run beside this one (kernels serialised by a tool, "
-             "a blocked stream, another clique's kernels filling its SMs, a grid larger than "
-             "fits beside its peers) or is only late (a long kernel before the call, a debugger; "
-             "then make the p2p_clique with a longer patience, or "
-             "p2p_clique_options::wait_forever). Stopping the kernel.\n",
-             e.rank, block, e.patience_ns / 1000000ull, call, peer);
-      __trap();
+  std::uint64_t seen = in.load(cuda::std::memory_order_acquire);
+  if (seen >= value) return true;
+  std::uint64_t* const stop = stop_word(e, e.rank);
+  progress_words& progress = progress_of(e);
+  const unsigned long long since = nanoseconds();
+  bool reported = false;
+  for (;;) {
+    if (stop_is_set(stop)) return false;
+    const unsigned long long waited = nanoseconds() - since;
+    if (!reported && waited > 1'000'000ull) {
+      progress.waiting_block = block;
+      progress.waiting_peer = static_cast<std::uint64_t>(peer);
+      progress.waiting_value = value;
+      progress.waiting_call = static_cast<std::uint64_t>(call);
+      reported = true;
     }
+    if (e.patience_ns != 0 && waited > e.patience_ns) [[unlikely]] {
+      give_up(e, {.block = block,
+                  .peer = peer,
+                  .value = value,
+                  .seen = seen,
+                  .call = call,
+                  .point_to_point = point_to_point,
+                  .waited_ns = waited});
+      return false;
+    }
+    seen = in.load(cuda::std::memory_order_acquire);
+    if (seen >= value) break;
   }
+  if (reported) progress.waiting_call = static_cast<std::uint64_t>(call_kind::none);
+  return true;
 }
 
 // Stores `value` into block `block`'s slot from this rank on rank `peer` (system-scope release).
@@ -135,102 +198,19 @@ __device__ inline void store_signal(const engine& e, int peer, unsigned block,
 // Block `block` of every rank meets block `block` of every other rank: it stores `value` into its
 // slot of every rank's signals (release: the block's writes so far come first, as release is
 // cumulative over the __syncthreads before it) and waits until every rank's block has stored at
-// least `value` into its own (acquire, then __syncthreads hands it to the whole block).
-__device__ inline void barrier(const engine& e, unsigned block, std::uint64_t value,
-                               const char* call) {
+// least `value` into its own (acquire, then __syncthreads hands it to the whole block). False, for
+// every thread of the block, where a peer did not arrive (wait_for).
+__device__ inline bool barrier(const engine& e, unsigned block, std::uint64_t value,
+                               call_kind call) {
   __syncthreads();
+  bool arrived = true;
   for (int peer = static_cast<int>(linear_thread()); peer < e.ranks;
        peer += static_cast<int>(block_size())) {
     store_signal(e, peer, block, value);
-    wait_for(e, e.signals[e.rank][block * max_ranks + peer], value, block, peer, call);
+    if (arrived)
+      arrived = wait_for(e, e.signals[e.rank][block * max_ranks + peer], value, block, peer, call);
   }
-  __syncthreads();
+  return __syncthreads_or(!arrived) == 0;
 }
-
-class block_session {
- public:
-  // Every thread of the block, before anything else touches the clique's state.
-  __device__ explicit block_session(const engine& e)
-      : e_(&e)
-      , block_(linear_block()) {
-    __shared__ unsigned long long base;
-    if (linear_thread() == 0) base = 0;
-    __syncthreads();
-    unsigned long long highest = 0;
-    for_each_slot([&](unsigned slot) {
-      if (e.epochs[slot] > highest) highest = e.epochs[slot];
-    });
-    if (highest != 0) atomicMax(&base, highest);
-    __syncthreads();
-    base_ = base;
-    // `base` is one variable for every session a kernel opens: a second session's thread 0 must
-    // not overwrite it before every thread of this block has read it.
-    __syncthreads();
-  }
-
-  __device__ const engine& clique() const { return *e_; }
-  __device__ unsigned block() const { return block_; }
-  // The values used so far, and the value the next call takes.
-  __device__ std::uint64_t used() const { return used_; }
-  __device__ std::uint64_t next() { return base_ + ++used_; }
-  // This call's half of every rank's one-shot scratch: consecutive engine calls alternate, and a
-  // rank reaches the call after next only once every rank has finished this one (the call between
-  // has a barrier; a user's session advances by a multiple of 2 * epoch_step, see end_user).
-  __device__ std::size_t scratch_offset() const {
-    return ((base_ / epoch_step) & 1u) * e_->half_bytes;
-  }
-
-  __device__ void sync(const char* call = "sync") { barrier(*e_, block_, next(), call); }
-
-  __device__ void signal(int peer) {
-    __syncthreads(); // the block's writes so far come before the flag
-    if (linear_thread() == 0) {
-      std::uint64_t& sent = e_->counts[block_ * max_ranks + peer];
-      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(
-          e_->flags[peer][block_ * max_ranks + e_->rank]);
-      flag.store(++sent, cuda::std::memory_order_release);
-    }
-  }
-
-  __device__ void wait(int peer, const char* call = "wait") {
-    if (linear_thread() == 0) {
-      std::uint64_t& waited =
-          e_->counts[std::size_t{max_blocks} * max_ranks + block_ * max_ranks + peer];
-      wait_for(*e_, e_->flags[e_->rank][block_ * max_ranks + peer], ++waited, block_, peer, call);
-    }
-    __syncthreads();
-  }
-
-  // After the block's last access to shared state: moves every slot the block stands for to
-  // base + step (step a multiple of epoch_step above every value used).
-  __device__ void end(std::uint64_t step) {
-    __syncthreads();
-    for_each_slot([&](unsigned slot) { e_->epochs[slot] = base_ + step; });
-  }
-  // The step a user's session takes: the values it used rounded up to a multiple of
-  // 2 * epoch_step, at least that, so that the engine's next call keeps alternating scratch halves
-  // whatever the user's kernel synchronised.
-  __device__ std::uint64_t user_step() const {
-    constexpr std::uint64_t unit = 2 * epoch_step;
-    const std::uint64_t step = (used_ + unit - 1) / unit * unit;
-    return step == 0 ? unit : step;
-  }
-
- private:
-  // Calls f(slot) for every slot this block stands for, the block's threads sharing them (one
-  // thread storing them all cost 25 us on a 1-block call). The grid is at most max_blocks.
-  template <class F>
-  __device__ void for_each_slot(F f) const {
-    const auto grid = static_cast<unsigned>(grid_blocks());
-    for (unsigned slot = block_ + linear_thread() * grid; slot < static_cast<unsigned>(max_blocks);
-         slot += grid * block_size())
-      f(slot);
-  }
-
-  const engine* e_;
-  unsigned block_;
-  std::uint64_t used_ = 0; // 64 bits: a persistent kernel may pass 2^32 barriers (hours)
-  std::uint64_t base_ = 0;
-};
 
 } // namespace cohort::detail::p2p

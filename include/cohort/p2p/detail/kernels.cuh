@@ -2,6 +2,7 @@
 // left waiting, and one kernel per collective (engine.cuh says how ranks meet).
 #pragma once
 
+#include "block_session.cuh"
 #include "elements.cuh"
 #include "engine.cuh"
 
@@ -28,7 +29,8 @@ __global__ void release_waiting(Word* signals, Word* flags, int first_missing, i
   raise_past_all(flags);
 }
 
-// Every kernel returns at once when launched with ranks == 0 (ensure_loaded's no-op launch).
+// Every kernel returns at once when launched with ranks == 0 (ensure_loaded's no-op launch), and
+// leaves where its session finds the clique stopped (a peer that did not arrive: fault.cuh).
 
 // One-shot all-reduce, for small messages: each rank copies its input into its half of the
 // scratch, meets the others once, then reduces every rank's scratch into its output.
@@ -36,10 +38,11 @@ template <class T, class Acc, int V, class R>
 __global__ void __launch_bounds__(block_threads)
     one_shot_all_reduce(const T* in, T* out, std::size_t count, engine e, R r) {
   if (e.ranks == 0) return;
-  block_session session(e);
+  block_session session(e, call_kind::one_shot_all_reduce);
+  if (session.stopped()) return;
   const std::size_t half = session.scratch_offset();
   copy_range<T, V>(in, reinterpret_cast<T*>(e.scratch[e.rank] + half), count);
-  session.sync("one-shot all_reduce");
+  if (!session.sync()) return;
   per_rank<const T> from;
   for (int q = 0; q < max_ranks; ++q)
     from.of[q] = reinterpret_cast<const T*>(e.scratch[q] + half);
@@ -57,23 +60,24 @@ __global__ void __launch_bounds__(block_threads)
     two_shot_all_reduce(per_rank<const T> in, per_rank<T> out, std::size_t count, std::size_t chunk,
                         engine e, R r) {
   if (e.ranks == 0) return;
-  block_session session(e);
+  block_session session(e, call_kind::two_shot_all_reduce);
+  if (session.stopped()) return;
   auto range = [&](int q, std::size_t& first, std::size_t& n) {
     const std::size_t start = chunk * static_cast<std::size_t>(q);
     first = start < count ? start : count;
     n = (count - first < chunk ? count - first : chunk);
   };
-  session.sync("two-shot all_reduce");
+  if (!session.sync()) return;
   std::size_t first = 0, n = 0;
   range(e.rank, first, n);
   reduce_range<T, Acc, V>(in, first, out.of[e.rank] + first, n, r);
-  session.sync("two-shot all_reduce");
+  if (!session.sync()) return;
   for (int step = 1; step < e.ranks; ++step) {
     const int q = (e.rank + step) % e.ranks; // each rank starts with a different peer
     range(q, first, n);
     copy_range<T, V>(out.of[q] + first, out.of[e.rank] + first, n);
   }
-  session.sync("two-shot all_reduce");
+  if (!session.sync()) return;
   session.end(epoch_step);
 }
 
@@ -85,13 +89,14 @@ template <class T, class Acc, int V, class R>
 __global__ void __launch_bounds__(block_threads)
     reduce_to(per_rank<const T> in, T* out, std::size_t count, int root, engine e, R r) {
   if (e.ranks == 0) return;
-  block_session session(e);
-  session.sync("reduce or reduce_scatter");
+  block_session session(e, call_kind::reduce_or_reduce_scatter);
+  if (session.stopped()) return;
+  if (!session.sync()) return;
   if (root < 0)
     reduce_range<T, Acc, V>(in, count * static_cast<std::size_t>(e.rank), out, count, r);
   else if (e.rank == root)
     reduce_range<T, Acc, V>(in, 0, out, count, r);
-  session.sync("reduce or reduce_scatter");
+  if (!session.sync()) return;
   session.end(epoch_step);
 }
 
@@ -100,13 +105,14 @@ template <class T, int V>
 __global__ void __launch_bounds__(block_threads)
     all_gather(per_rank<const T> in, T* out, std::size_t count, engine e) {
   if (e.ranks == 0) return;
-  block_session session(e);
-  session.sync("all_gather");
+  block_session session(e, call_kind::all_gather);
+  if (session.stopped()) return;
+  if (!session.sync()) return;
   for (int step = 0; step < e.ranks; ++step) {
     const int q = (e.rank + step) % e.ranks;
     if (in.of[q] != out + count * q) copy_range<T, V>(in.of[q], out + count * q, count);
   }
-  session.sync("all_gather");
+  if (!session.sync()) return;
   session.end(epoch_step);
 }
 
@@ -115,10 +121,11 @@ template <class T, int V>
 __global__ void __launch_bounds__(block_threads)
     broadcast(const T* root_data, T* data, std::size_t count, engine e) {
   if (e.ranks == 0) return;
-  block_session session(e);
-  session.sync("broadcast");
+  block_session session(e, call_kind::broadcast);
+  if (session.stopped()) return;
+  if (!session.sync()) return;
   if (root_data != data) copy_range<T, V>(root_data, data, count);
-  session.sync("broadcast");
+  if (!session.sync()) return;
   session.end(epoch_step);
 }
 

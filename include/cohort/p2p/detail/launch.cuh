@@ -89,12 +89,14 @@ void ensure_loaded(p2p_clique& peers, const launch_config& config, void (*kernel
 
 // Launches `kernel` on every member's stream with `args(member, false)`'s arguments (the engine
 // or a p2p_handle among them), all made before the first launch. Refused, before anything is
-// enqueued, on a broken clique and where the members' streams are not in one capture (or none).
+// enqueued, on a broken clique (p2p_error where a peer did not arrive) and where the members'
+// streams are not in one capture (or none).
 // A launch that fails after earlier members launched releases their kernels and leaves the
 // clique broken: its members' epochs now differ, so no later call could meet.
 template <class... Params, class Args>
 void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& config,
                                    void (*kernel)(Params...), Args&& args) {
+  peers.check(config.name != nullptr ? config.name : "p2p_launch"); // a peer that did not arrive
   if (peers.broken())
     throw_invalid_argument(kernel_name(config, reinterpret_cast<const void*>(kernel)), "peers",
                            "an earlier call's launch failed part-way, so the members' engine "

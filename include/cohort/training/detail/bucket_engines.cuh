@@ -42,6 +42,7 @@ struct p2p_engine {
   device_ref device(std::size_t i) const { return peers->device(i); }
   stream_ref stream(std::size_t i) const { return peers->stream(i); }
   bool broken() const noexcept { return peers->broken(); }
+  void check(const char* function) const { peers->check(function); } // a peer that did not arrive
   std::size_t one_shot_limit() const noexcept {
     return options.algorithm == p2p_algorithm::one_shot ? peers->one_shot_limit()
                                                         : std::numeric_limits<std::size_t>::max();
