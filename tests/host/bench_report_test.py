@@ -274,11 +274,36 @@ class ReportTest(unittest.TestCase):
         # The scan against one-GPU CUB needs two GPUs: the one-GPU run's emulated figure (0.53×)
         # is not judged, and the goal says what it needs.
         self.assertNotIn("| 0.53× | missed |", page)
-        self.assertIn("| inclusive scan of 2^30 floats ≥ 1.8 × one-GPU CUB | needs 2 GPUs; this run "
-                      "had 1 | — | — |", page)
+        self.assertIn("| inclusive scan of 2^30 floats ≥ 1.6 × one-GPU CUB on 2 GPUs (the model of "
+                      "several GPUs says why contiguous shards reach 4/3 at best) | needs 2 GPUs; "
+                      "this run had 1 | — | — |", page)
+        # No link figure among these runs: no model.
+        self.assertNotIn("## What several GPUs should take", page)
         self.assertIn("## scan_sort_bench: 1 × NVIDIA H200, 2026-12-01", page)
         self.assertIn("## p2p_bench: 2 × NVIDIA H200, 2026-11-30", page)
         self.assertNotIn("session", page)
+
+    def test_the_model_of_several_gpus_comes_from_the_one_gpu_and_link_figures(self):
+        one_gpu = {"gpu_count": 1, "tables": {
+            "scan_sort_bench": [
+                ("sort of uint32 keys: one GPU's cub::DeviceRadixSort vs multi_device_sort",
+                 ["n", "cub one GPU ms", "cohort ms", "ratio"],
+                 [["1048576", "0.1", "1.1", "0.09"], ["1073741824", "24.0", "44.0", "0.55"]]),
+                ("inclusive sum of floats: one GPU's cub::DeviceScan vs multi_device_inclusive_scan",
+                 ["n", "cub one GPU ms", "cohort ms", "ratio"],
+                 [["1048576", "0.02", "0.09", "0.2"], ["1073741824", "3.0", "5.2", "0.58"]])],
+            "for_each_bench": [("y = a*x + y", ["version", "vs copy bandwidth (4000 GB/s)"], [])]}}
+        pair = {"gpu_count": 2, "tables": {"copy_bench": [
+            ("", ["bytes", "raw one-way us", "raw GB/s"], [["1073741824", "2684.4", "400.0"]])]}}
+        lines = run.model_section([one_gpu, pair])
+        text = "\n".join(lines)
+        # Sort on 2: 12 ms local, 4 GiB / 4 pulled at 400 GB/s (2.68 ms) over the 0.54 ms merge,
+        # 1 ms fixed (1.1 - 0.1): 15.68 ms. Scan on 2: 3/2 of 3 ms over 2 = 2.25 ms.
+        self.assertIn("| sort of 2^30 uint32 keys | 24.00 | 15.68 | 1.53 |", text)
+        self.assertIn("| inclusive scan of 2^30 floats | 3.00 | 2.25 | 1.33 |", text)
+        # A link figure from a one-GPU run does not count.
+        pair["gpu_count"] = 1
+        self.assertEqual(run.model_section([one_gpu, pair]), [])
 
     def test_the_time_plot_has_the_four_all_reduce_curves(self):
         t = run.find({"p2p_bench": run.parse_tables(SYNTHETIC.read_text())}, "p2p_bench", "automatic us")
