@@ -21,10 +21,11 @@ namespace detail::training {
 // `Engine` is one of bucket_engines.cuh's: members() spans a bucket, device(i) and stream(i) where
 // member i's collectives run, ranks() blocks a reduce_scatter cuts a bucket into.
 
-// One stream per member, on its device, none of them the collectives' own.
+// One stream per member, on its device, none of them the collectives' own. `function`: the
+// constructor that checks them.
 template <class Engine>
-void require_compute_streams(const Engine& peers, const std::vector<stream_ref>& compute) {
-  constexpr const char* function = "gradient_buckets";
+void require_compute_streams(const Engine& peers, const std::vector<stream_ref>& compute,
+                             const char* function = "gradient_buckets") {
   detail::require_count(compute.size(), peers.members(), function, "compute",
                         "one stream per member");
   for (std::size_t i = 0; i < compute.size(); ++i) {
@@ -95,6 +96,8 @@ void require_new_bucket(const Engine& peers, bool reduce_scatter,
 template <class Engine>
 void require_launchable(const Engine& peers, const std::vector<stream_ref>& compute,
                         const char* function) {
+  if constexpr (requires { peers.check(function); })
+    peers.check(function); // p2p_error: a peer of an earlier call did not arrive
   if (peers.broken())
     detail::throw_invalid_argument(function, "this",
                                    "its p2p_clique was broken by a launch that failed part-way "
