@@ -1,7 +1,8 @@
 // mlp.cuh — the model that data_parallel_training and sharded_training train: a stack of square
 // layers (width × width weights, ReLU between them, none after the last), weights, activations and
-// gradients stored in bfloat16, every product and sum in float (cuBLAS with CUBLAS_COMPUTE_32F),
-// trained to map random inputs x to relu(x) under the mean squared error. Each member of a group
+// gradients stored in bfloat16 (`model`) or half (`basic_model<half>`, trained with a loss
+// scale), every product and sum in float (cuBLAS with CUBLAS_COMPUTE_32F), trained to map random
+// inputs x to relu(x) under the mean squared error. Each member of a group
 // holds a replica (its weights, its share of the batch, its gradients) and runs it on a compute
 // stream of its own, beside the clique's stream where the gradients are reduced.
 #pragma once
@@ -13,6 +14,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +30,24 @@
 namespace mlp {
 
 using bf16 = __nv_bfloat16;
+using half = __half;
+
+// The two storage types through float (explicitly: the same code builds for either).
+__device__ inline float wide(bf16 v) {
+  return __bfloat162float(v);
+}
+__device__ inline float wide(half v) {
+  return __half2float(v);
+}
+template <class T>
+__device__ T narrow(float v) {
+  if constexpr (std::is_same_v<T, half>)
+    return __float2half(v);
+  else
+    return __float2bfloat16(v);
+}
+template <class T>
+inline constexpr cudaDataType_t cuda_type_of = std::is_same_v<T, half> ? CUDA_R_16F : CUDA_R_16BF;
 
 struct options {
   int layers = 8;
@@ -38,14 +58,15 @@ struct options {
   int steps = 20;            // timed steps
   unsigned comm_blocks = 32; // blocks per GPU the collectives may use (0: half of the SMs)
   bool nccl = false;         // the gradients reduced through NCCL instead of the p2p engine
+  bool fp16 = false;         // also a half run with a dynamic loss scale (data_parallel_training)
 
-  // --layers L --width H --batch R --micro-batches M --steps S --comm-blocks B --nccl
+  // --layers L --width H --batch R --micro-batches M --steps S --comm-blocks B --nccl --fp16
   static options parse(int argc, char** argv) {
     options o;
     for (int a = 1; a < argc; a += 2) {
       const std::string name = argv[a];
-      if (name == "--nccl") {
-        o.nccl = true;
+      if (name == "--nccl" || name == "--fp16") {
+        (name == "--nccl" ? o.nccl : o.fp16) = true;
         --a; // a flag: no value follows
         continue;
       }
@@ -88,15 +109,17 @@ class blas {
   explicit blas(cohort::stream_ref stream)
       : stream_(stream)
       , handle_(stream) {}
-  // C (m × n) = op(A) · op(B) + beta · C, column-major bfloat16, accumulated in float.
-  void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const bf16* a, int lda,
-            const bf16* b, int ldb, float beta, bf16* c, int ldc) {
+  // C (m × n) = op(A) · op(B) + beta · C, column-major bfloat16 or half, accumulated in float.
+  template <class T>
+  void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const T* a, int lda,
+            const T* b, int ldb, float beta, T* c, int ldc) {
     cohort::scoped_device on(handle_.device());
     const float one = 1.0f;
+    constexpr cudaDataType_t type = cuda_type_of<T>;
     check_cublas(cublasGemmEx(handle_.on(stream_), transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                              transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, a,
-                              CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &beta, c, CUDA_R_16BF, ldc,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                              transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, a, type, lda,
+                              b, type, ldb, &beta, c, type, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx", handle_.device().get());
   }
 
@@ -120,45 +143,52 @@ inline constexpr unsigned loss_blocks = 264;
 
 // Element e of layer l's weights (laid out with `stride` elements a layer; the padding is 0):
 // uniform in ±0.7·sqrt(6 / width), a little under He's bound, so that 8 layers start calm.
-__global__ void init_weights(bf16* w, std::size_t total, std::size_t stride, int width) {
+template <class T>
+__global__ void init_weights(T* w, std::size_t total, std::size_t stride, int width) {
   const float bound = 0.7f * sqrtf(6.0f / static_cast<float>(width));
   const std::size_t area = static_cast<std::size_t>(width) * width;
   for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < total;
        k += gridDim.x * blockDim.x) {
     const std::size_t layer = k / stride, e = k % stride;
-    w[k] = __float2bfloat16(e < area ? bound * uniform(1000 + layer, e) : 0.0f);
+    w[k] = narrow<T>(e < area ? bound * uniform(1000 + layer, e) : 0.0f);
   }
 }
 
 // Rows [first, first + rows) of the batch: inputs x and targets relu(x).
-__global__ void init_batch(bf16* x, bf16* y, std::size_t first, std::size_t rows, int width) {
+template <class T>
+__global__ void init_batch(T* x, T* y, std::size_t first, std::size_t rows, int width) {
   const std::size_t n = rows * width;
   for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
-    const bf16 v = __float2bfloat16(uniform(first + k / width, k % width));
+    const T v = narrow<T>(uniform(first + k / width, k % width));
     x[k] = v;
-    y[k] = __float2bfloat16(fmaxf(__bfloat162float(v), 0.0f));
+    y[k] = narrow<T>(fmaxf(wide(v), 0.0f));
   }
 }
 
-__global__ void relu(bf16* x, std::size_t n) {
+template <class T>
+__global__ void relu(T* x, std::size_t n) {
   for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
-    x[k] = __float2bfloat16(fmaxf(__bfloat162float(x[k]), 0.0f));
+    x[k] = narrow<T>(fmaxf(wide(x[k]), 0.0f));
 }
 
 // d := d where the layer's output was positive, else 0 (ReLU's derivative).
-__global__ void relu_backward(bf16* d, const bf16* out, std::size_t n) {
+template <class T>
+__global__ void relu_backward(T* d, const T* out, std::size_t n) {
   for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
-    if (!(__bfloat162float(out[k]) > 0.0f)) d[k] = __float2bfloat16(0.0f);
+    if (!(wide(out[k]) > 0.0f)) d[k] = narrow<T>(0.0f);
 }
 
-// The last layer: d = (out - y) · scale, and each block's share of Σ ½ (out - y)² in partial[block].
+// The last layer: d = (out - y) · scale · the loss scale (1 without a scaler), and each block's
+// share of Σ ½ (out - y)² (unscaled) in partial[block].
+template <class T>
 __global__ void __launch_bounds__(threads)
-    loss_gradient(const bf16* out, const bf16* y, bf16* d, std::size_t n, float scale,
-                  float* partial) {
+    loss_gradient(const T* out, const T* y, T* d, std::size_t n, float scale, float* partial,
+                  cohort::loss_scale_view loss_scale) {
+  const float factor = scale * loss_scale.scale();
   float sum = 0.0f;
   for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
-    const float diff = __bfloat162float(out[k]) - __bfloat162float(y[k]);
-    d[k] = __float2bfloat16(diff * scale);
+    const float diff = wide(out[k]) - wide(y[k]);
+    d[k] = narrow<T>(diff * factor);
     sum += 0.5f * diff * diff;
   }
   using reduce = cub::BlockReduce<float, threads>;
@@ -175,10 +205,15 @@ __global__ void add_partials(const float* partial, unsigned n, float* loss) {
   *loss += sum;
 }
 
-// Plain SGD on the bfloat16 weights: w -= rate · g, in float, rounded once.
-__global__ void sgd(bf16* w, const bf16* g, std::size_t n, float rate) {
+// Plain SGD: w -= rate · g, in float, rounded once. Under a loss scale the gradients are
+// unscaled here (times its inverse), and a step the scaler skips changes nothing.
+template <class T>
+__global__ void sgd(T* w, const T* g, std::size_t n, float rate,
+                    cohort::loss_scale_view loss_scale) {
+  if (loss_scale.skip()) return;
+  const float step = rate * loss_scale.inverse_scale();
   for (std::size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
-    w[k] = __float2bfloat16(__bfloat162float(w[k]) - rate * __bfloat162float(g[k]));
+    w[k] = narrow<T>(wide(w[k]) - step * wide(g[k]));
 }
 
 // Adam over n elements: float master weights and moments, the bfloat16 weights written from the
@@ -211,10 +246,12 @@ inline cohort::launch_config grid_for(std::size_t n) {
           .block = threads};
 }
 
-// Every member's replica of the model, its part of the batch and its compute stream.
-class model {
+// Every member's replica of the model, its part of the batch and its compute stream; T is the
+// storage type of the weights, activations and gradients.
+template <class T>
+class basic_model {
  public:
-  model(const cohort::device_group& group, const options& o)
+  basic_model(const cohort::device_group& group, const options& o)
       : o_(o)
       , members_(group.size())
       , rows_(static_cast<std::size_t>(o.batch) / group.size())
@@ -240,7 +277,7 @@ class model {
       r.partial.emplace_back(loss_blocks, s);
       r.losses.emplace_back(static_cast<std::size_t>(o.warmup + o.steps), s);
       r.gemm = std::make_unique<blas>(s);
-      cohort::launch(s, grid_for(rows_ * o.width), init_batch, r.x[0].data(), r.y[0].data(),
+      cohort::launch(s, grid_for(rows_ * o.width), init_batch<T>, r.x[0].data(), r.y[0].data(),
                      i * rows_, rows_, o.width);
     }
   }
@@ -256,12 +293,10 @@ class model {
       s.push_back(r->compute);
     return s;
   }
-  bf16* weights(std::size_t i, int layer) {
-    return replicas_[i]->weights[0].data() + layer * stride_;
-  }
-  bf16* grads(std::size_t i, int layer) { return replicas_[i]->grads[0].data() + layer * stride_; }
-  std::vector<cuda::std::span<bf16>> layer_of(bool gradients, int layer) {
-    std::vector<cuda::std::span<bf16>> spans;
+  T* weights(std::size_t i, int layer) { return replicas_[i]->weights[0].data() + layer * stride_; }
+  T* grads(std::size_t i, int layer) { return replicas_[i]->grads[0].data() + layer * stride_; }
+  std::vector<cuda::std::span<T>> layer_of(bool gradients, int layer) {
+    std::vector<cuda::std::span<T>> spans;
     for (std::size_t i = 0; i < members_; ++i)
       spans.emplace_back(gradients ? grads(i, layer) : weights(i, layer), stride_);
     return spans;
@@ -270,7 +305,7 @@ class model {
   // The same starting weights on every member, gradients and losses zero.
   void reset() {
     for (auto& r : replicas_) {
-      cohort::launch(r->compute, grid_for(parameters()), init_weights, r->weights[0].data(),
+      cohort::launch(r->compute, grid_for(parameters()), init_weights<T>, r->weights[0].data(),
                      parameters(), stride_, o_.width);
       r->grads[0].fill_bytes(0);
       r->losses[0].fill_bytes(0);
@@ -280,7 +315,9 @@ class model {
   // Step `step`'s forward and backward over every micro-batch on every member, the gradients
   // accumulated; with `buckets`, layer l's bucket is handed over as soon as the last
   // micro-batch's backward has produced it (the rest of the backward overlaps its reduction).
-  void forward_backward(int step, cohort::gradient_buckets<bf16>* buckets) {
+  // With `scaler`, the loss is multiplied by its scale (read on the device: the host never waits).
+  void forward_backward(int step, cohort::gradient_buckets<T>* buckets,
+                        const cohort::loss_scaler* scaler = nullptr) {
     const int w = o_.width, r = static_cast<int>(micro_rows_);
     const std::size_t n = micro_rows_ * w;
     const float scale = 1.0f / static_cast<float>(rows_ * w); // the mean over this member's rows
@@ -289,48 +326,51 @@ class model {
       for (std::size_t i = 0; i < members_; ++i) {
         replica& p = *replicas_[i];
         for (int l = 0; l < o_.layers; ++l) {
-          bf16* out = p.activations[l].data();
+          T* out = p.activations[l].data();
           p.gemm->gemm(false, false, w, r, w, weights(i, l), w, input(i, micro, l), w, 0.0f, out,
                        w);
-          if (l + 1 < o_.layers) cohort::launch(p.compute, grid_for(n), relu, out, n);
+          if (l + 1 < o_.layers) cohort::launch(p.compute, grid_for(n), relu<T>, out, n);
         }
-        cohort::launch(p.compute, {.grid = loss_blocks, .block = threads}, loss_gradient,
+        cohort::launch(p.compute, {.grid = loss_blocks, .block = threads}, loss_gradient<T>,
                        p.activations[o_.layers - 1].data(), p.y[0].data() + micro * n,
-                       p.d[0].data(), n, scale, p.partial[0].data());
+                       p.d[0].data(), n, scale, p.partial[0].data(),
+                       scaler != nullptr ? scaler->view(i) : cohort::loss_scale_view{});
         cohort::launch(p.compute, {.grid = 1, .block = 1}, add_partials, p.partial[0].data(),
                        loss_blocks, p.losses[0].data() + step);
       }
       for (int l = o_.layers - 1; l >= 0; --l) {
         for (std::size_t i = 0; i < members_; ++i) { // dW += d · inᵀ
           replica& p = *replicas_[i];
-          const bf16* d = p.d[(o_.layers - 1 - l) % 2].data();
+          const T* d = p.d[(o_.layers - 1 - l) % 2].data();
           p.gemm->gemm(false, true, w, w, r, d, w, input(i, micro, l), w, beta, grads(i, l), w);
         }
         if (buckets != nullptr && micro + 1 == o_.micro_batches) buckets->ready(l);
         if (l == 0) continue;                        // the input needs no gradient
         for (std::size_t i = 0; i < members_; ++i) { // the gradient of layer l - 1's output
           replica& p = *replicas_[i];
-          const bf16* d = p.d[(o_.layers - 1 - l) % 2].data();
-          bf16* next = p.d[(o_.layers - l) % 2].data();
+          const T* d = p.d[(o_.layers - 1 - l) % 2].data();
+          T* next = p.d[(o_.layers - l) % 2].data();
           p.gemm->gemm(true, false, w, r, w, weights(i, l), w, d, w, 0.0f, next, w);
-          cohort::launch(p.compute, grid_for(n), relu_backward, next, p.activations[l - 1].data(),
-                         n);
+          cohort::launch(p.compute, grid_for(n), relu_backward<T>, next,
+                         p.activations[l - 1].data(), n);
         }
       }
     }
   }
 
   // Layer l's input on member i in micro-batch `micro`: the batch's rows, or layer l - 1's output.
-  const bf16* input(std::size_t i, int micro, int l) const {
+  const T* input(std::size_t i, int micro, int l) const {
     const replica& p = *replicas_[i];
     return l == 0 ? p.x[0].data() + micro * micro_rows_ * o_.width : p.activations[l - 1].data();
   }
 
-  // Plain SGD on layer `layer` of every member (their gradients already reduced).
-  void sgd_layer(int layer, float rate) {
+  // Plain SGD on layer `layer` of every member (their gradients already reduced); with
+  // `scaler`, after its update: the gradients unscaled, the step skipped where it says so.
+  void sgd_layer(int layer, float rate, const cohort::loss_scaler* scaler = nullptr) {
     for (std::size_t i = 0; i < members_; ++i)
-      cohort::launch(compute(i), grid_for(stride_), mlp::sgd, weights(i, layer), grads(i, layer),
-                     stride_, rate);
+      cohort::launch(compute(i), grid_for(stride_), mlp::sgd<T>, weights(i, layer), grads(i, layer),
+                     stride_, rate,
+                     scaler != nullptr ? scaler->view(i) : cohort::loss_scale_view{});
   }
 
   // The mean loss of each step so far (waits for the compute streams).
@@ -355,13 +395,12 @@ class model {
   // Data parallelism keeps the replicas identical; a missing or wrong reduction lets them drift
   // apart, while the losses could still fall and stay near one GPU's.
   bool replicas_identical() const {
-    std::vector<std::vector<bf16>> host(members_, std::vector<bf16>(parameters()));
+    std::vector<std::vector<T>> host(members_, std::vector<T>(parameters()));
     for (std::size_t i = 0; i < members_; ++i)
       replicas_[i]->weights[0].copy_to_host(host[i]);
     synchronize();
     for (std::size_t i = 1; i < members_; ++i)
-      if (std::memcmp(host[i].data(), host[0].data(), parameters() * sizeof(bf16)) != 0)
-        return false;
+      if (std::memcmp(host[i].data(), host[0].data(), parameters() * sizeof(T)) != 0) return false;
     return true;
   }
 
@@ -372,7 +411,7 @@ class model {
     explicit replica(cohort::stream s)
         : compute(std::move(s)) {}
     cohort::stream compute;
-    std::vector<cohort::device_buffer<bf16>> weights, grads, x, y, activations, d;
+    std::vector<cohort::device_buffer<T>> weights, grads, x, y, activations, d;
     std::vector<cohort::device_buffer<float>> partial, losses;
     std::unique_ptr<blas> gemm;
   };
@@ -382,9 +421,11 @@ class model {
   std::vector<std::unique_ptr<replica>> replicas_;
 };
 
+using model = basic_model<bf16>;
+
 // Times `steps` calls of `step` (host-timed, every stream idle at both ends), in ms per call.
-template <class Step>
-double time_steps(const model& m, int first_step, int steps, Step&& step) {
+template <class T, class Step>
+double time_steps(const basic_model<T>& m, int first_step, int steps, Step&& step) {
   m.synchronize();
   const auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s)
