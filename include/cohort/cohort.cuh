@@ -49,9 +49,12 @@
 // The peer-to-peer engine needs no NCCL.
 #include "p2p/collectives.cuh"
 #include "p2p/device.cuh"
+#include "errors/p2p_error.cuh"
 #include "p2p/p2p_clique.cuh"
+#include "p2p/p2p_clique_options.cuh"
 #include "p2p/p2p_handle.cuh"
 #include "p2p/p2p_options.cuh"
+#include "p2p/p2p_progress.cuh"
 #include "p2p/p2p_session.cuh"
 
 #if COHORT_WITH_NCCL
@@ -72,5 +75,7 @@
 #include "algorithms/sort.cuh"
 
 #include "training/gradient_buckets.cuh"
+#include "training/loss_scaler.cuh"
+#include "training/sharded_parameters.cuh"
 
 #include "version.cuh"

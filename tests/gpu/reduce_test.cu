@@ -2,9 +2,13 @@
 // 1, primes and fewer items than members; init counts once; user types and operators; order kept
 // for non-commutative operators; buffers, views of the user's memory and index ranges (split
 // evenly, by a partition or by a balancer); the device-result form captured into a graph and
-// replayed; the pending form refused under capture.
+// replayed; the pending form refused under capture. A group of one (which hands sums and integer
+// minima and maxima to CUB): integer types bit for bit, float, double, half and bfloat16 against
+// double references, float minima and maxima with the in-order fold's signed zero; and a loop of
+// reductions that allocates nothing and makes no event once warm.
 #include "held_stream.cuh"
 #include "kernels.cuh"
+#include "steady_state.cuh"
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
@@ -14,12 +18,15 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <concepts>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -579,8 +586,10 @@ TEST_CASE("a reduction that runs out of memory leaves nothing queued that writes
   cohort::distributed_buffer<int> x(group, 3000); // from the default pool
   x.fill_bytes(1);
   cohort::device_buffer<int> dummy(1, group.stream(1));
-  // Loads the kernels first (a kernel's loading can wait for the device's running ones).
+  // Loads the kernels first (a kernel's loading can wait for the device's running ones), then
+  // gives back the scratch the group keeps, so that the calls below allocate theirs.
   (void)cohort::multi_device_reduce(group, x, 0, cuda::std::plus<>{}).wait();
+  group.release_scratch();
   cohort::testing::launch_write_after_delay(group.stream(1), dummy.data(), 1, 0, 1);
   group.synchronize();
 
@@ -636,6 +645,7 @@ TEST_CASE("a reduction that runs out of memory leaves nothing queued that writes
     }
     group.synchronize();
   }
+  group.release_scratch(); // what the group keeps came from the limited pool, which goes first
   for (void* p : smalls)
     REQUIRE(cudaFreeAsync(p, root) == cudaSuccess);
   REQUIRE(cudaFreeAsync(large, root) == cudaSuccess);
@@ -939,5 +949,271 @@ TEST_CASE("the device-result form of transform_reduce over indices sums exactly 
     });
     CHECK(what.find("cohort::multi_device_transform_reduce") != std::string::npos);
     CHECK(cudaGraphDestroy(refused) == cudaSuccess);
+  }
+}
+
+namespace {
+
+// A group of one hands sums, and the minimum and maximum of integers, to cub::DeviceReduce (their
+// result is the in-order fold's in any order); these check both forms against the host's fold.
+const std::size_t one_member_sizes[] = {0, 1, 2, 3, 7919, 1000003, (std::size_t{1} << 20) + 3};
+
+// The host's op(init, x[0], ..., x[n-1]), each step's result converted to T as the kernels do.
+template <class T, class Op>
+T fold_host(const std::vector<T>& in, T init, Op op) {
+  T value = init;
+  for (const T& x : in)
+    value = static_cast<T>(op(value, x));
+  return value;
+}
+
+// Sum, minimum and maximum of T on a group of one, pending and into a device_result, bit for bit
+// against the host's fold (integer sums wrap in T on both sides).
+template <class T>
+void check_one_member_integers(unsigned seed) {
+  const cohort::device_group one = cohort::testing::group_of(1);
+  cohort::device_result<T> result(one);
+  for (std::size_t n : one_member_sizes) {
+    CAPTURE(n);
+    const auto in = cohort::testing::random_values<T>(n, seed + static_cast<unsigned>(n));
+    cohort::distributed_buffer<T> x(one, n);
+    x.copy_from_host(in);
+    const T init = static_cast<T>(7);
+    auto check = [&](auto op) {
+      const T expected = fold_host(in, init, op);
+      CHECK(cohort::multi_device_reduce(one, x, init, op).wait() == expected);
+      cohort::multi_device_reduce(one, x, init, op, result);
+      CHECK(result.get() == expected);
+    };
+    check(cuda::std::plus<>{});
+    check(cohort::sum);
+    check(cuda::minimum<>{});
+    check(cohort::min);
+    check(cuda::maximum<T>{});
+    check(cohort::max);
+  }
+}
+
+} // namespace
+
+TEST_CASE("a group of one sums integers, and finds their minimum and maximum, exactly") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_one_member_integers<int>(51);
+  check_one_member_integers<unsigned>(52);
+  check_one_member_integers<long long>(53);
+  check_one_member_integers<unsigned long long>(54);
+  check_one_member_integers<short>(55);         // sums wrap in 16 bits, as the in-order fold's do
+  check_one_member_integers<unsigned char>(56); // and in 8
+}
+
+TEST_CASE("a group of one's bool sum is an or, and an int sum into a wider init is exact") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_group one = cohort::testing::group_of(1);
+  for (std::size_t n : one_member_sizes) {
+    CAPTURE(n);
+    // The fold converts each step's sum to bool: an or. All false, then all true.
+    cohort::distributed_buffer<bool> flags(one, n);
+    flags.fill_bytes(0);
+    CHECK(cohort::multi_device_reduce(one, flags, false, cuda::std::plus<>{}).wait() == false);
+    flags.fill_bytes(1);
+    CHECK(cohort::multi_device_reduce(one, flags, false, cuda::std::plus<>{}).wait() == (n > 0));
+    // Ints summed in long long: each element converted first, so nothing wraps.
+    std::vector<int> big(n, 2'000'000'000);
+    cohort::distributed_buffer<int> x(one, n);
+    x.copy_from_host(big);
+    const long long expected = 5 + 2'000'000'000LL * static_cast<long long>(n);
+    CHECK(cohort::multi_device_reduce(one, x, 5LL, cuda::std::plus<>{}).wait() == expected);
+    CHECK(cohort::multi_device_reduce(one, x, 5LL, cuda::std::plus<long long>{}).wait() ==
+          expected);
+    // The index form through a transform, summed exactly in unsigned long long.
+    unsigned long long squares = 1;
+    for (std::size_t i = 0; i < n; ++i)
+      squares += static_cast<unsigned long long>(i) * i;
+    CHECK(cohort::multi_device_transform_reduce(
+              one, cohort::indices(n), 1ull, cuda::std::plus<>{},
+              [] __device__(std::size_t i) { return static_cast<unsigned long long>(i) * i; })
+              .wait() == squares);
+  }
+}
+
+TEST_CASE("a group of one's float and double sums agree with a double host reference") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_group one = cohort::testing::group_of(1);
+  cohort::device_result<float> float_result(one);
+  cohort::device_result<double> double_result(one);
+  for (std::size_t n : one_member_sizes) {
+    CAPTURE(n);
+    const auto in = cohort::testing::random_values<double>(n, 61 + static_cast<unsigned>(n));
+    const std::vector<float> in_f(in.begin(), in.end());
+    cohort::distributed_buffer<double> xd(one, n);
+    cohort::distributed_buffer<float> xf(one, n);
+    xd.copy_from_host(in);
+    xf.copy_from_host(in_f);
+    double expected = 0.25, expected_f = 0.25, magnitude = 0.25;
+    for (std::size_t i = 0; i < n; ++i) {
+      expected += in[i];
+      expected_f += in_f[i];
+      magnitude += std::fabs(in[i]);
+    }
+    CHECK(std::fabs(cohort::multi_device_reduce(one, xd, 0.25, cuda::std::plus<>{}).wait() -
+                    expected) <= 1e-12 * magnitude);
+    CHECK(std::fabs(cohort::multi_device_reduce(one, xf, 0.25f, cohort::sum).wait() - expected_f) <=
+          1e-5 * magnitude);
+    cohort::multi_device_reduce(one, xd, 0.25, cuda::std::plus<double>{}, double_result);
+    CHECK(std::fabs(double_result.get() - expected) <= 1e-12 * magnitude);
+    cohort::multi_device_reduce(one, xf, 0.25f, cuda::std::plus<>{}, float_result);
+    CHECK(std::fabs(float_result.get() - expected_f) <= 1e-5 * magnitude);
+    // Floats summed in double: each element converted first.
+    CHECK(std::fabs(cohort::multi_device_reduce(one, xf, 0.25, cuda::std::plus<>{}).wait() -
+                    expected_f) <= 1e-12 * magnitude);
+  }
+}
+
+TEST_CASE("a group of one sums half and bfloat16 elements in float, and takes their maximum") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_group one = cohort::testing::group_of(1);
+  for (std::size_t n : one_member_sizes) {
+    CAPTURE(n);
+    // Integers in [-8, 8]: every partial sum is exact in float (below 2^24) in any order.
+    const auto ints = cohort::testing::random_values<int>(n, 71 + static_cast<unsigned>(n));
+    std::vector<__half> h(n);
+    std::vector<__nv_bfloat16> b(n);
+    double expected = 3;
+    float largest = -100.0f;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>(ints[i] % 9);
+      h[i] = __float2half(v);
+      b[i] = __float2bfloat16(v);
+      expected += v;
+      largest = std::max(largest, v);
+    }
+    cohort::distributed_buffer<__half> xh(one, n);
+    cohort::distributed_buffer<__nv_bfloat16> xb(one, n);
+    xh.copy_from_host(h);
+    xb.copy_from_host(b);
+    CHECK(static_cast<double>(
+              cohort::multi_device_reduce(one, xh, 3.0f, cuda::std::plus<>{}).wait()) == expected);
+    CHECK(static_cast<double>(cohort::multi_device_reduce(one, xb, 3.0f, cohort::sum).wait()) ==
+          expected);
+    CHECK(cohort::multi_device_transform_reduce(
+              one, xh, 3.0, cuda::std::plus<>{},
+              [] __device__(__half v) { return 2.0 * __half2float(v); })
+              .wait() == 2 * expected - 3);
+    // The maximum in half itself: cohort's operator, in order (a floating type).
+    CHECK(__half2float(
+              cohort::multi_device_reduce(one, xh, __float2half(-100.0f), cohort::max).wait()) ==
+          largest);
+  }
+}
+
+// Floating-point minima and maxima keep cohort's in-order kernel: where -0.0 and +0.0 tie, the
+// in-order fold returns the one its operator picks by position (cuda::minimum keeps the right
+// operand of a tie, so the last zero), which a reordering reduction would not promise.
+TEST_CASE("a group of one's float minimum and maximum give the in-order fold's signed zero") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_group one = cohort::testing::group_of(1);
+  cohort::device_result<float> result(one);
+  for (std::size_t n : one_member_sizes) {
+    CAPTURE(n);
+    // Values in [0.5, 1.5), zeros of both signs mixed in: the minimum is a zero wherever there is
+    // one, and which zero depends on the order.
+    std::mt19937 engine(static_cast<unsigned>(n) + 81);
+    std::vector<float> in(n);
+    for (std::size_t i = 0; i < n; ++i)
+      in[i] = 0.5f + static_cast<float>(engine() % 1000) / 1000.0f;
+    for (std::size_t i = 0; i < n / 97; ++i)
+      in[engine() % n] = (engine() % 2) ? 0.0f : -0.0f;
+    cohort::distributed_buffer<float> x(one, n);
+    x.copy_from_host(in);
+    auto check = [&](auto op, float init) {
+      const float expected = fold_host(in, init, op);
+      const float got = cohort::multi_device_reduce(one, x, init, op).wait();
+      CHECK(std::memcmp(&got, &expected, sizeof(float)) == 0);
+      cohort::multi_device_reduce(one, x, init, op, result);
+      const float into = result.get();
+      CHECK(std::memcmp(&into, &expected, sizeof(float)) == 0);
+    };
+    check(cuda::minimum<>{}, 2.0f);
+    check(cohort::min, 2.0f);
+    // The maximum of the negated values: zeros tie at the top.
+    for (float& v : in)
+      v = -v;
+    x.copy_from_host(in);
+    check(cuda::maximum<>{}, -2.0f);
+    check(cohort::max, -2.0f);
+  }
+}
+
+TEST_CASE("a group of one's device-result sum is captured into a graph and replayed") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto one = cohort::testing::group_of(1);
+  const std::size_t n = 1'000'003;
+  cohort::distributed_buffer<unsigned> x(one, n);
+  cohort::device_result<unsigned> result(one);
+  cohort::stream origin(one.device(0));
+  x.fill_bytes(0);
+  one.fork(origin); // makes the group's cached fork event outside the capture
+  one.join(origin);
+  origin.synchronize();
+  cudaGraph_t graph = capture(one, origin, [&] {
+    cohort::multi_device_reduce(one, x, 3u, cuda::std::plus<>{}, result);
+    cohort::multi_device_reduce(one, x, 3u, cuda::maximum<>{}, result); // the value kept
+  });
+  cudaGraphExec_t replay = nullptr;
+  REQUIRE(cudaGraphInstantiate(&replay, graph, 0) == cudaSuccess);
+  for (int r = 0; r < 4; ++r) {
+    CAPTURE(r);
+    const auto values = cohort::testing::random_values<unsigned>(n, 90 + r);
+    x.copy_from_host(values);
+    cohort::multi_device_reduce(one, x, 0u, cuda::std::plus<>{}, result); // the direct call's
+    const unsigned direct = result.get();
+    CHECK(direct == fold_host(values, 0u, cuda::std::plus<>{}));
+    one.join(origin);
+    REQUIRE(cudaGraphLaunch(replay, origin.native_handle()) == cudaSuccess);
+    origin.synchronize();
+    CHECK(result.get() == fold_host(values, 3u, cuda::maximum<>{}));
+  }
+  CHECK(cudaGraphExecDestroy(replay) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+}
+
+// Once warm, a loop of reductions allocates no device memory and makes no event: the scratch and
+// the events are the group's, kept between calls; a pending value's event comes back to the pool.
+TEST_CASE("reductions in a loop allocate nothing and make no events once warm") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 3u}) {
+    CAPTURE(members);
+    const cohort::device_group group = cohort::testing::group_of(members);
+    const std::size_t n = (std::size_t{1} << 20) + 3;
+    const auto in = cohort::testing::random_values<int>(n, 97);
+    cohort::distributed_buffer<int> x(group, n);
+    x.copy_from_host(in);
+    std::vector<long long> lifted(in.begin(), in.end());
+    cohort::device_result<long long> sum(group);
+    cohort::device_result<ordered> folded(group);
+    cohort::device_result<float> smallest(group);
+    const long long expected = fold_host(lifted, 1LL, cuda::std::plus<>{});
+    cohort::testing::check_steady_state(group, [&] {
+      CHECK(cohort::multi_device_reduce(group, x, 1LL, cuda::std::plus<>{}).wait() == expected);
+      check_same(cohort::multi_device_transform_reduce(
+                     group, x, order_init, fold_in_order{},
+                     [] __device__(int v) { return lift(static_cast<long long>(v)); })
+                     .wait(),
+                 fold_on_host(lifted));
+      cohort::multi_device_reduce(group, x, 1LL, cuda::std::plus<>{}, sum);
+      cohort::multi_device_transform_reduce(
+          group, x, order_init, fold_in_order{},
+          [] __device__(int v) { return lift(static_cast<long long>(v)); }, folded);
+      cohort::multi_device_transform_reduce(
+          group, x, 5000.0f, cuda::minimum<>{}, [] __device__(int v) { return float(v); },
+          smallest);
+      CHECK(cohort::multi_device_transform_reduce(
+                group, cohort::indices(n), 0ull, cuda::std::plus<>{},
+                [] __device__(std::size_t i) { return static_cast<unsigned long long>(i); })
+                .wait() == static_cast<unsigned long long>(n) * (n - 1) / 2);
+    });
+    CHECK(sum.get() == expected);
+    check_same(folded.get(), fold_on_host(lifted));
+    CHECK(smallest.get() == static_cast<float>(*std::min_element(in.begin(), in.end())));
   }
 }

@@ -20,6 +20,7 @@
 #include "../errors/argument_error.cuh"
 #include "../execution/device_group.cuh"
 #include "../memory/device_buffer.cuh"
+#include "detail/reduce_one.cuh"
 #include "detail/reduce_plan.cuh"
 
 #include <cstddef>
@@ -44,8 +45,11 @@ class device_result {
  public:
   explicit device_result(const device_group& group)
       : value_(1, (detail::members_of(group, "device_result"), group.stream(0)))
-      , scratch_(group, max_blocks(group), "device_result", /*for_graphs=*/true)
-      , events_(group) {
+      , scratch_(group, max_blocks(group), "device_result")
+      , cub_storage_(detail::allocate_scratch(cub_storage_bytes(group), group.stream(0),
+                                              default_memory_resource(), "device_result"))
+      , events_(group)
+      , memory_(detail::memory_of(scratch_, events_)) {
     for (std::size_t k = 0; k < group.size(); ++k)
       streams_.push_back(group.stream(k));
   }
@@ -73,6 +77,21 @@ class device_result {
     return blocks;
   }
 
+  // A group of one hands sums (and an integer minimum or maximum) of an arithmetic T to CUB,
+  // whose temporary storage is one T per block of its first pass: at most as many blocks as the
+  // device can hold at once, times CUB's subscription factor. Made here, so that a reduction
+  // into the result, captured or not, allocates nothing.
+  static std::size_t cub_storage_bytes(const device_group& group) {
+    if (group.size() != 1 || !std::is_arithmetic_v<T> || sizeof(T) > 8) return 0;
+    const device_ref device = group.device(0);
+    int per_sm = 0;
+    check_cuda(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxBlocksPerMultiprocessor, device.get()),
+               "cudaDeviceGetAttribute(cudaDevAttrMaxBlocksPerMultiprocessor)", device.get());
+    return std::size_t(detail::multiprocessors(device)) * std::size_t(per_sm) *
+               std::size_t(cub::detail::subscription_factor) * sizeof(T) +
+           4096;
+  }
+
   // The reduction of `input` into this result: refuses a result made for another group, and a
   // capture that does not hold every member or cannot hold the copies to member 0, then enqueues.
   template <class Input, class Op, class Transform>
@@ -97,15 +116,25 @@ class device_result {
         });
     // Last: a balancer's split orders moved ranges on the streams (and refuses capture itself).
     const auto source = detail::source_of(group, input, function);
+    if (group.size() == 1) {
+      // Straight into the value: CUB's storage where it fits (it always does with CUB's own
+      // sizing), else the in-order kernel in the member's partial slots.
+      detail::enqueue_reduce_one(
+          group, source, init, op, transform, value_.data(),
+          [&](std::size_t bytes) {
+            return bytes <= cub_storage_.size() ? cub_storage_.data() : nullptr;
+          },
+          [&](std::size_t) { return scratch_.member(0) + 1; }, function);
+      return;
+    }
     try {
-      detail::enqueue_reduce(group, source, init, op, transform, scratch_, events_, value_.data(),
-                             capturing);
+      detail::enqueue_reduce(group, source, init, op, transform, memory_, value_.data(), capturing);
     } catch (...) {
       // The members before the failing one may still copy their part into member 0's gathered
       // slots: member 0's stream, where the next reduction clears them and where they are freed,
       // waits for every member's stream as it stands. No host wait.
       for (std::size_t k = 0; k < group.size(); ++k) {
-        const cudaEvent_t done = events_.member_done[k].native_handle();
+        const cudaEvent_t done = events_.member_done(k).native_handle();
         bool recorded = false; // not where device k's context is gone (an older record: no wait)
         detail::on_device_quietly(group.device(k), [&] {
           recorded = cudaEventRecord(done, group.stream(k).native_handle()) == cudaSuccess;
@@ -121,7 +150,9 @@ class device_result {
 
   device_buffer<T> value_;
   detail::reduce_scratch<T> scratch_;
+  device_buffer<unsigned char> cub_storage_; // a group of one's, for CUB's reductions
   detail::reduce_events events_;
+  detail::reduce_memory<T> memory_; // where scratch_ and events_ are, as the reductions take them
   std::vector<stream_ref> streams_;
 };
 

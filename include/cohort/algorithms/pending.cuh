@@ -5,8 +5,9 @@
 // that was never waited for waits for it (its memory is in use until the GPU is done). A pending
 // value belongs to one call, so the reductions that return one refuse to be captured into a CUDA
 // graph; their forms that take a `device_result<T>&` (device_result.cuh) leave the value in device
-// memory instead. A pending value must not outlive its group: its scratch is freed on the
-// members' streams. Only the reductions make one.
+// memory instead. A pending value must not outlive its group: the event that says its value is
+// ready is one of the group's, given back when the pending value goes. Only the reductions make
+// one.
 //
 //   cohort::pending<double> sum = cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{});
 //   more_work();             // more work, still asynchronous
@@ -15,14 +16,10 @@
 #pragma once
 
 #include "../errors/argument_error.cuh"
+#include "../execution/detail/member_cache.cuh"
 #include "../memory/detail/pinned_slots.cuh"
-#include "../memory/device_buffer.cuh"
-#include "../streams/event.cuh"
 
-#include <memory>
-#include <optional>
 #include <utility>
-#include <vector>
 
 namespace cohort {
 
@@ -38,8 +35,7 @@ class pending {
  public:
   pending(pending&& other) noexcept
       : host_(std::exchange(other.host_, nullptr))
-      , done_(std::move(other.done_))
-      , keep_alive_(std::move(other.keep_alive_)) {}
+      , done_(std::move(other.done_)) {}
   pending& operator=(pending&&) = delete;
   pending(const pending&) = delete;
   pending& operator=(const pending&) = delete;
@@ -47,7 +43,7 @@ class pending {
   ~pending() {
     if (host_ == nullptr) return;
     try {
-      done_.synchronize();
+      done_.get().synchronize();
     } catch (...) { // a failed computation: nothing to report from a destructor. The GPU may
       return;       // still write the slot: it is not handed to another result (a leak of 256 B).
     }
@@ -58,14 +54,14 @@ class pending {
   bool ready() const {
     detail::require_argument(host_ != nullptr, "pending::ready", "this",
                              "the value was moved away.");
-    return done_.ready();
+    return done_.get().ready();
   }
 
   // Blocks until the value is computed and returns it.
   T wait() {
     detail::require_argument(host_ != nullptr, "pending::wait", "this",
                              "the value was moved away.");
-    done_.synchronize();
+    done_.get().synchronize();
     return *host_;
   }
 
@@ -73,15 +69,13 @@ class pending {
   friend struct detail::pending_access;
 
   // `host` is a pinned slot (detail::pinned_slots) the GPU writes the value to before `done`
-  // completes; `keep_alive` holds device memory the computation still uses.
-  pending(T* host, event done, std::vector<device_buffer<unsigned char>> keep_alive)
+  // completes. (The device memory the computation uses is the group's, kept between calls.)
+  pending(T* host, detail::pooled_event done)
       : host_(host)
-      , done_(std::move(done))
-      , keep_alive_(std::move(keep_alive)) {}
+      , done_(std::move(done)) {}
 
   T* host_;
-  event done_;
-  std::vector<device_buffer<unsigned char>> keep_alive_;
+  detail::pooled_event done_;
 };
 
 namespace detail {
@@ -89,9 +83,8 @@ namespace detail {
 // How the reductions make a pending value from the pinned slot they enqueued a write to.
 struct pending_access {
   template <class T>
-  static pending<T> make(T* host, event done,
-                         std::vector<device_buffer<unsigned char>> keep_alive) {
-    return pending<T>(host, std::move(done), std::move(keep_alive));
+  static pending<T> make(T* host, pooled_event done) {
+    return pending<T>(host, std::move(done));
   }
 };
 

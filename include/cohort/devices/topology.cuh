@@ -15,7 +15,10 @@
 #include "scoped_device.cuh"
 
 #include <cstddef>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cohort {
@@ -46,16 +49,10 @@ struct peer_link {
   bool native_atomics = false;
 };
 
-// The link from `from` to `to`: can `from` access `to`'s memory directly?
-inline peer_link link_between(device_ref from, device_ref to) {
-  detail::require_valid_device(from, "link_between", "from");
-  detail::require_valid_device(to, "link_between", "to");
+namespace detail {
+
+inline peer_link query_link(device_ref from, device_ref to) {
   peer_link link;
-  if (from == to) {
-    link.kind = link_kind::same_device;
-    link.native_atomics = true;
-    return link;
-  }
   int can_access = 0;
   check_cuda(cudaDeviceCanAccessPeer(&can_access, from.get(), to.get()), "cudaDeviceCanAccessPeer",
              from.get());
@@ -72,9 +69,34 @@ inline peer_link link_between(device_ref from, device_ref to) {
   return link;
 }
 
+} // namespace detail
+
+// The link from `from` to `to`: can `from` access `to`'s memory directly? Read from the driver
+// once per pair and process (links do not change while it runs): the sort asks on every call.
+inline peer_link link_between(device_ref from, device_ref to) {
+  detail::require_valid_device(from, "link_between", "from");
+  detail::require_valid_device(to, "link_between", "to");
+  if (from == to) {
+    peer_link link;
+    link.kind = link_kind::same_device;
+    link.native_atomics = true;
+    return link;
+  }
+  static std::mutex lock;
+  static std::map<std::pair<int, int>, peer_link> known;
+  const std::pair<int, int> pair(from.get(), to.get());
+  {
+    const std::lock_guard<std::mutex> hold(lock);
+    if (const auto found = known.find(pair); found != known.end()) return found->second;
+  }
+  const peer_link link = detail::query_link(from, to); // outside the lock: it may throw
+  const std::lock_guard<std::mutex> hold(lock);
+  return known.emplace(pair, link).first->second;
+}
+
 // The link matrix of a list of devices, indexed by position in that list.
 class topology {
-public:
+ public:
   static topology of(const std::vector<device_ref>& devices) {
     topology t;
     t.devices_ = devices;
@@ -101,7 +123,7 @@ public:
     return true;
   }
 
-private:
+ private:
   std::vector<device_ref> devices_;
   std::vector<peer_link> links_; // row-major: links_[from * size + to]
 };

@@ -39,10 +39,11 @@
 #include "../streams/event.cuh"
 #include "../streams/stream.cuh"
 #include "detail/group_arguments.cuh"
+#include "detail/group_watch.cuh"
+#include "detail/member_cache.cuh"
 #include "sm_partition.cuh"
 
 #include <algorithm>
-#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <initializer_list>
@@ -56,10 +57,12 @@ namespace cohort {
 
 namespace detail {
 struct group_memory_access;
+struct group_watch_access;
 } // namespace detail
 
 class device_group {
   friend struct detail::group_memory_access;
+  friend struct detail::group_watch_access;
 
  public:
   // A group of distinct real devices, in the given order. Rejects an empty list, a device out of
@@ -103,15 +106,7 @@ class device_group {
   // Under COHORT_NO_SM_PARTITIONING=1 the weights are checked, and the members share the whole
   // GPU on plain streams (`splits_sms()` is false), as the count form's do.
   static device_group emulated(device_ref device, const std::vector<double>& sm_weights) {
-    detail::require_argument(!sm_weights.empty(), "device_group::emulated", "sm_weights",
-                             "a group needs at least one logical device.");
-    for (std::size_t k = 0; k < sm_weights.size(); ++k)
-      if (!std::isfinite(sm_weights[k]) || !(sm_weights[k] > 0.0))
-        detail::throw_invalid_argument("device_group::emulated", "sm_weights",
-                                       "weight " + std::to_string(k) + " is " +
-                                           std::to_string(sm_weights[k]) +
-                                           "; every weight must be finite and greater than zero.");
-    detail::require_valid_device(device, "device_group::emulated", "device");
+    detail::require_sm_weights(device, sm_weights);
     if (detail::sm_partitioning_switched_off())
       return device_group(std::vector<device_ref>(sm_weights.size(), device), {});
     return from_shares(device, detail::split_sms(device, sm_weights, "sm_weights"));
@@ -144,6 +139,7 @@ class device_group {
   // destroy the old green contexts while their streams still existed.)
   device_group& operator=(device_group&& other) noexcept {
     if (this == &other) return *this;
+    cache_.reset(); // its scratch goes back on the old streams, to the old resources
     origin_events_.clear();
     member_events_.clear();
     stream_refs_.clear();
@@ -157,6 +153,8 @@ class device_group {
     stream_refs_ = std::move(other.stream_refs_);
     member_events_ = std::move(other.member_events_);
     origin_events_ = std::move(other.origin_events_);
+    cache_ = std::move(other.cache_);
+    watch_ = std::move(other.watch_);
     // Left with no members (what members_of tests), whatever the vectors' moves leave behind.
     other.origin_events_.clear();
     other.member_events_.clear();
@@ -177,14 +175,8 @@ class device_group {
   bool splits_sms() const noexcept { return !sm_shares_.empty(); }
   // The SMs member `i`'s kernels may run on: its share where SMs are split, else the device's.
   unsigned sm_count(std::size_t i) const {
-    if (splits_sms())
-      return detail::element_at(sm_shares_, i, "device_group::sm_count", "members").sm_count();
-    // One attribute, not properties(): cudaGetDeviceProperties costs about a millisecond, and
-    // every reduction asks (a group of one GPU's reductions ran 1 ms slower for it).
-    int sms = 0;
-    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device(i).get()),
-               "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)", device(i).get());
-    return static_cast<unsigned>(sms);
+    detail::element_at(devices_, i, "device_group::sm_count", "members");
+    return cache_[i].sm_count();
   }
   // The SMs member `i` can count on while every member's kernel runs at once (kernels that wait
   // for each other: a p2p session, grid_sync across members): `sm_count(i)`, divided among the
@@ -212,8 +204,10 @@ class device_group {
     return memory_[i];
   }
   // From now on every member allocates from `resource` (which must outlive what it gives).
-  // Refused (std::logic_error) while the group holds memory: it goes back where it came from.
+  // Refused (std::logic_error) while the group holds memory, but for the scratch release_scratch
+  // gives back first: it goes back where it came from.
   void set_memory_resource(memory_resource_ref resource) {
+    release_scratch();
     for (std::size_t i = 0; i < size(); ++i)
       if (memory_[i].usage().bytes != 0)
         throw std::logic_error("cohort::device_group::set_memory_resource: member " +
@@ -224,10 +218,16 @@ class device_group {
     for (std::size_t i = 0; i < size(); ++i)
       memory_[i].set_upstream(resource);
   }
-  // The device memory cohort holds through member `i` now, and the most it held at once.
+  // The device memory cohort holds through member `i` now (buffers, and the scratch the
+  // algorithms keep for their next calls until the group goes), and the most it held at once.
   memory_usage memory_held(std::size_t i) const {
     detail::element_at(devices_, i, "device_group::memory_held", "members");
     return memory_[i].usage();
+  }
+  // Gives the algorithms' kept scratch back now, on the members' streams.
+  void release_scratch() noexcept {
+    for (std::size_t i = 0; i < size(); ++i)
+      cache_[i].release();
   }
 
   // Work enqueued on the members' streams from now on waits for what is already on `origin`.
@@ -261,8 +261,9 @@ class device_group {
     return cohort::stream(member);
   }
 
-  // Blocks the host until every member's stream is idle. Refused while a member's stream is
-  // being captured into a graph (a capture records work; there is nothing to wait for yet).
+  // Blocks the host until every member's stream is idle, then throws what an engine over the group
+  // found broken while it ran (a p2p clique whose peer did not arrive: p2p_error). Refused while
+  // a member's stream is being captured into a graph (there is nothing to wait for yet).
   void synchronize() const;
 
   // Enables peer access both ways between every pair of members that has a peer path; returns
@@ -300,8 +301,12 @@ class device_group {
 
   void make_memory() {
     memory_ = std::make_unique<detail::tracking_resource[]>(size());
-    for (std::size_t i = 0; i < size(); ++i)
+    cache_ = std::make_unique<detail::member_cache[]>(size());
+    for (std::size_t i = 0; i < size(); ++i) {
       memory_[i].bind(devices_[i]);
+      cache_[i].bind(devices_[i], splits_sms() ? sm_shares_[i].sm_count()
+                                               : detail::multiprocessors(devices_[i]));
+    }
   }
 
   // One reusable event per origin device: re-recording it after the waits were enqueued is safe,
@@ -323,19 +328,11 @@ class device_group {
   std::vector<cohort::event> origin_events_;
   // One per member, at a fixed address: buffers refer to it until they are freed.
   std::unique_ptr<detail::tracking_resource[]> memory_;
+  // After the streams and resources, so that it goes first: its scratch goes back on them.
+  std::unique_ptr<detail::member_cache[]> cache_;
+  // Checked by synchronize (detail/group_watch.cuh); shared with the cliques that register.
+  std::shared_ptr<detail::group_watch> watch_ = std::make_shared<detail::group_watch>();
 };
-
-namespace detail {
-
-// Whether member `i` allocates from the device's own pool, whose free memory the algorithms can
-// check before they enqueue anything (another resource is asked, and answers for itself).
-struct group_memory_access {
-  static bool uses_device_pool(const device_group& group, std::size_t i) {
-    return group.memory_[i].upstream() == default_memory_resource();
-  }
-};
-
-} // namespace detail
 
 // Every member checked first: a capturing member k is refused before members 0..k-1 are waited
 // for.
@@ -345,6 +342,7 @@ inline void device_group::synchronize() const {
                          "Synchronize after the capture ends.");
   for (stream_ref s : stream_refs_)
     s.synchronize();
+  if (watch_) watch_->check();
 }
 
 } // namespace cohort

@@ -12,9 +12,18 @@
 #include "detail/owner.cuh"
 #include "event_ref.cuh"
 
+#include <atomic>
+#include <cstddef>
 #include <utility>
 
 namespace cohort {
+
+#if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
+namespace detail {
+// For tests: the events this process has made (a loop of algorithm calls makes none once warm).
+inline std::atomic<std::size_t> events_made_for_tests{0};
+} // namespace detail
+#endif
 
 class event : public detail::owner<event, event_ref> {
  public:
@@ -37,6 +46,9 @@ class event : public detail::owner<event, event_ref> {
     cudaEvent_t handle = nullptr;
     const unsigned flags = t == timing::on ? cudaEventDefault : cudaEventDisableTiming;
     check_cuda(cudaEventCreateWithFlags(&handle, flags), "cudaEventCreateWithFlags", device.get());
+#if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
+    detail::events_made_for_tests.fetch_add(1, std::memory_order_relaxed);
+#endif
     return handle;
   }
 

@@ -88,6 +88,10 @@ struct gradient_bucket_options {
   p2p_options p2p = {.accumulate_in_float = true};
 };
 
+namespace detail::training {
+struct bucket_access; // what loss_scaler reads of the buckets: their engine
+} // namespace detail::training
+
 template <class T>
 class gradient_buckets {
  public:
@@ -260,6 +264,7 @@ class gradient_buckets {
   }
 
  private:
+  friend struct detail::training::bucket_access;
   gradient_buckets(detail::training::engine engine, std::vector<stream_ref> compute,
                    gradient_bucket_options options)
       : engine_(engine)

@@ -1,7 +1,8 @@
 // cohort/algorithms/detail/reduce_kernels.cuh — the kernels of the reductions over a group: each
 // member folds its items in order (reduce_in_order), then member 0 folds the members' results in
-// rank order with `init` (combine_members). `maybe<T>` lets a part with no items say so, so that
-// no identity element is needed and `init` counts once.
+// rank order with `init` (combine_members); a group of one folds `init` in as its last block
+// writes the result. `maybe<T>` lets a part with no items say so, so that no identity element is
+// needed and `init` counts once.
 #pragma once
 
 #include "../../detail/narrow_floats.cuh"
@@ -93,17 +94,42 @@ __device__ void store_partial(maybe<T>* out, const maybe<V>& result) {
     *out = result.has() ? result.value : maybe<T>::none();
 }
 
+// Where a block's result goes: its partial slot (out[blockIdx.x]), for a later step to fold...
+template <class T>
+struct into_partials {
+  maybe<T>* out;
+  template <class V>
+  __device__ void operator()(const maybe<V>& block) const {
+    store_partial(out + blockIdx.x, block);
+  }
+};
+
+// ...or, from the one block that folds all a group of one has, op(init, it) as the result itself
+// (device memory, or a pinned host slot), `init` alone where there are no items.
+template <class T, class Op>
+struct into_result {
+  T init;
+  Op op;
+  T* result;
+  template <class V>
+  __device__ void operator()(const maybe<V>& block) const {
+    maybe<T> all;
+    store_partial(&all, block);
+    *result = all.has() ? convert<T>(op(init, all.value)) : init;
+  }
+};
+
 // Reduces items [0, count) of `input` in order, values transform(item) of type V folded with `op`.
 // Warp w of block b (global warp g = b * warps + w) takes the contiguous range
 // [g * per_warp, (g + 1) * per_warp) and steps through it a warp tile at a time: each lane folds
 // its consecutive items, cub::WarpReduce (which keeps lane order) folds the lanes, and lane 0 folds
 // the tiles in order. Whole tiles take the plain path (no "nothing" to test per item); only a
-// warp's last, partial tile pays for maybe<V>. The warps' results are folded in order into
-// out[b].
-template <class T, class V, class Input, class Transform, class Op>
+// warp's last, partial tile pays for maybe<V>. The warps' results are folded in order and given
+// to `out` (into_partials or into_result).
+template <class V, class Input, class Transform, class Op, class Out>
 __global__ void __launch_bounds__(reduce_block_threads)
     reduce_in_order(Input input, std::size_t count, std::size_t per_warp, Transform transform,
-                    Op op, maybe<T>* out) {
+                    Op op, Out out) {
   using U = typename std::iterator_traits<Input>::value_type;
   constexpr int per_lane = reduce_items_per_lane<U>;
   constexpr int tile = 32 * per_lane;
@@ -157,8 +183,15 @@ __global__ void __launch_bounds__(reduce_block_threads)
     maybe<V> block = maybe<V>::none();
     for (int w = 0; w < reduce_block_warps; ++w)
       block = combine(block, warp_total[w]);
-    store_partial(out + blockIdx.x, block);
+    out(block);
   }
+}
+
+// `value` into `result` (device memory, or a pinned host slot): a group of one's reduction of no
+// items, whose result is `init`.
+template <class T>
+__global__ void store_result(T* result, T value) {
+  *result = value;
 }
 
 // On member 0: op(init, partial of member 0, partial of member 1, ...), members without items

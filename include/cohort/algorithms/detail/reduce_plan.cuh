@@ -1,7 +1,8 @@
 // cohort/algorithms/detail/reduce_plan.cuh — how a reduction over a group runs: what each member
 // reads (a shard of a range, or its part of an index range), how many blocks it launches, the
-// scratch and events it needs (all made before anything is enqueued), and the enqueueing itself,
-// shared by the pending form (here) and the device-result form (device_result.cuh).
+// scratch and events it needs (all made before anything is enqueued), and the enqueueing itself
+// over several members, shared by the pending form (reduce_pending.cuh) and the device-result form
+// (device_result.cuh). A group of one reduces as reduce_one.cuh says.
 #pragma once
 
 #include "../../communication/operators.cuh"
@@ -14,10 +15,8 @@
 #include "../../execution/adaptive_balancer.cuh"
 #include "../../execution/launch.cuh"
 #include "../../execution/on_each.cuh"
-#include "../../memory/detail/pinned_slots.cuh"
 #include "../../memory/device_buffer.cuh"
 #include "../../streams/event.cuh"
-#include "../pending.cuh"
 #include "reduce_kernels.cuh"
 
 #include <thrust/iterator/counting_iterator.h>
@@ -112,69 +111,62 @@ std::size_t reduce_scratch_bytes(unsigned blocks) {
   return (1 + static_cast<std::size_t>(blocks)) * sizeof(maybe<T>);
 }
 
-// `bytes` of scratch on `stream` from `resource` (the group's); running out of memory is reported
-// as the user's call's.
-inline device_buffer<unsigned char> reduce_scratch_on(stream_ref stream,
-                                                      memory_resource_ref resource,
-                                                      std::size_t bytes,
-                                                      std::string_view function) {
-  try {
-    return device_buffer<unsigned char>(bytes, stream, resource);
-  } catch (const cuda_error& e) {
-    if (e.status() != cudaErrorMemoryAllocation) throw;
-    std::size_t free = 0, total = 0;
-    {
-      scoped_device on(stream.device());
-      ignore_cuda_error(cudaMemGetInfo(&free, &total));
-    }
-    throw cuda_error(e.status(),
-                     "cudaMallocAsync (scratch of cohort::" + std::string(function) + ")",
-                     e.device(), e.where(),
-                     "Asked for " + std::to_string(bytes) + " bytes; " + std::to_string(free) +
-                         " of " + std::to_string(total) + " bytes are free on the device.");
-  }
-}
+// Where a reduction over several members works and what it records: member 0's gathered slots
+// (one per member), member k's slots (its result, then capacity[k] partials, one per block of its
+// first step), the event that says the gathered slots are cleared, and each member's done.
+template <class T>
+struct reduce_memory {
+  maybe<T>* gathered = nullptr;
+  std::vector<maybe<T>*> member;
+  std::vector<unsigned> capacity;
+  std::vector<event_ref> events; // [0] gathered slots cleared (member 0), [1 + k] member k done
+};
 
-// Device memory a reduction over a group uses: member 0's gathered results (one slot per member)
-// and each member's scratch. Everything is allocated here, before the reduction enqueues any
-// copy, so that running out of memory on any member leaves nothing queued that writes to it.
+// Device memory a device_result's reductions use, made with it: member 0's gathered results and
+// each member's slots. Everything is allocated here, before any reduction enqueues a copy, so that
+// running out of memory on any member leaves nothing queued that writes to it.
 template <class T>
 struct reduce_scratch {
   std::vector<device_buffer<unsigned char>> buffers; // [0] gathered on member 0, [1 + k] member k
   std::vector<unsigned> capacity;                    // partial slots of member k
 
-  // `for_graphs`: from the device's pool, whose copies between devices a graph can hold (another
-  // resource's memory may not be reachable from the other members); else the group's resource.
+  // From the device's pool, whose copies between devices a graph can hold (another resource's
+  // memory may not be reachable from the other members).
   reduce_scratch(const device_group& group, const std::vector<unsigned>& blocks,
-                 std::string_view function, bool for_graphs = false)
+                 std::string_view function)
       : capacity(blocks) {
-    auto resource = [&](std::size_t k) {
-      return for_graphs ? default_memory_resource() : group.memory_resource(k);
-    };
     buffers.reserve(group.size() + 1);
-    buffers.push_back(
-        reduce_scratch_on(group.stream(0), resource(0), group.size() * sizeof(maybe<T>), function));
+    buffers.push_back(allocate_scratch(group.size() * sizeof(maybe<T>), group.stream(0),
+                                       default_memory_resource(), function));
     for (std::size_t k = 0; k < group.size(); ++k)
-      buffers.push_back(reduce_scratch_on(group.stream(k), resource(k),
-                                          blocks[k] == 0 ? 0 : reduce_scratch_bytes<T>(blocks[k]),
-                                          function));
+      buffers.push_back(allocate_scratch(blocks[k] == 0 ? 0 : reduce_scratch_bytes<T>(blocks[k]),
+                                         group.stream(k), default_memory_resource(), function));
   }
-  maybe<T>* gathered() { return reinterpret_cast<maybe<T>*>(buffers[0].data()); }
   maybe<T>* member(std::size_t k) { return reinterpret_cast<maybe<T>*>(buffers[1 + k].data()); }
 };
 
-// The events a reduction records: the gathered slots cleared, and each member's copy done.
+// The events a device_result's reductions record (reduce_memory::events).
 struct reduce_events {
-  event gathered_ready;
-  std::vector<event> member_done;
+  std::vector<event> all;
 
-  explicit reduce_events(const device_group& group)
-      : gathered_ready(group.device(0)) {
-    member_done.reserve(group.size());
+  explicit reduce_events(const device_group& group) {
+    all.reserve(group.size() + 1);
+    all.emplace_back(group.device(0));
     for (std::size_t k = 0; k < group.size(); ++k)
-      member_done.emplace_back(group.device(k));
+      all.emplace_back(group.device(k));
   }
+  event_ref member_done(std::size_t k) const { return all[1 + k]; }
 };
+
+template <class T>
+reduce_memory<T> memory_of(reduce_scratch<T>& scratch, const reduce_events& events) {
+  reduce_memory<T> memory{
+      reinterpret_cast<maybe<T>*>(scratch.buffers[0].data()), {}, scratch.capacity, {}};
+  for (std::size_t k = 0; k + 1 < scratch.buffers.size(); ++k)
+    memory.member.push_back(scratch.member(k));
+  memory.events.assign(events.all.begin(), events.all.end());
+  return memory;
+}
 
 #if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
 // For tests, per thread: the member at which enqueue_reduce throws, as a launch that fails there
@@ -183,31 +175,31 @@ inline thread_local std::size_t reduce_fails_at_member_for_tests = ~std::size_t{
 #endif
 
 // Enqueues the reduction of what `source` reads on the group's streams, the result written to
-// `result` on member 0's stream. Allocates nothing and creates nothing (scratch and events are
-// given), so that it can be captured into a graph. `capturing`: whether every member's stream is
-// being captured (the caller checked that all are, or none, and that the copies to member 0 can
-// be captured).
+// `result` on member 0's stream. Allocates nothing and creates nothing (`memory` is given), so
+// that it can be captured into a graph. `capturing`: whether every member's stream is being
+// captured (the caller checked that all are, or none, and that the copies to member 0 can be
+// captured).
 template <class T, class Op, class Transform, class Source>
 void enqueue_reduce(const device_group& group, const Source& source, T init, Op op,
-                    Transform transform, reduce_scratch<T>& scratch, reduce_events& events,
-                    T* result, bool capturing) {
+                    Transform transform, const reduce_memory<T>& memory, T* result,
+                    bool capturing) {
   using slot = maybe<T>;
   const stream_ref root = group.stream(0);
   // Clearing the gathered slots also says "no items" for members that have none.
   {
     scoped_device on(root.device());
     check_cuda(
-        cudaMemsetAsync(scratch.gathered(), 0, group.size() * sizeof(slot), root.native_handle()),
+        cudaMemsetAsync(memory.gathered, 0, group.size() * sizeof(slot), root.native_handle()),
         "cudaMemsetAsync (reduction results)", root.device().get());
   }
-  events.gathered_ready.record(root);
+  memory.events[0].record(root);
 
   on_each_member(group, [&](const member& m) {
     using Input = decltype(source.input_of(m.rank));
     using U = typename std::iterator_traits<Input>::value_type;
     const Input input = source.input_of(m.rank);
     const std::size_t count = source.counts[m.rank];
-    const reduce_launch first = plan_reduce<U>(count, scratch.capacity[m.rank]);
+    const reduce_launch first = plan_reduce<U>(count, memory.capacity[m.rank]);
 #if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
     if (m.rank == reduce_fails_at_member_for_tests) [[unlikely]]
       throw cuda_error(cudaErrorLaunchFailure, "reduce_in_order (a failure tests inject)",
@@ -216,7 +208,7 @@ void enqueue_reduce(const device_group& group, const Source& source, T init, Op 
     // A balancer times the member's reading of its part (not its copy to member 0, which waits
     // for member 0's stream): its stop also marks where a later call may move these indices.
     if (source.balancer != nullptr) source.balancer->start(m.rank, m.stream);
-    slot* mine = scratch.member(m.rank);
+    slot* mine = memory.member[m.rank];
     if (first.blocks > 0) {
       // A T with padding (a user struct such as {float; long long}) has bytes the kernels never
       // write: zero the slots first, so that copying them reads only written bytes (what
@@ -230,30 +222,31 @@ void enqueue_reduce(const device_group& group, const Source& source, T init, Op 
                                  .name = "cohort::detail::reduce_in_order"};
       // One block writes the member's result; several write one partial each, which one more
       // block then folds, in order, into the result.
-      launch(m.stream, config, reduce_in_order<T, T, Input, Transform, Op>, input, count,
-             first.per_warp, transform, op, first.blocks == 1 ? mine : mine + 1);
+      launch(m.stream, config, reduce_in_order<T, Input, Transform, Op, into_partials<T>>, input,
+             count, first.per_warp, transform, op,
+             into_partials<T>{first.blocks == 1 ? mine : mine + 1});
       if (first.blocks > 1) {
         const reduce_launch second = plan_reduce<slot>(first.blocks, 1);
         launch(m.stream, {.grid = 1, .block = reduce_block_threads, .name = config.name},
-               reduce_in_order<T, slot, const slot*, identity, combine_maybe<T, Op>>,
+               reduce_in_order<slot, const slot*, identity, combine_maybe<T, Op>, into_partials<T>>,
                static_cast<const slot*>(mine + 1), std::size_t{first.blocks}, second.per_warp,
-               identity{}, combine_maybe<T, Op>{op}, mine);
+               identity{}, combine_maybe<T, Op>{op}, into_partials<T>{mine});
       }
     }
     if (source.balancer != nullptr) source.balancer->stop(m.rank, m.stream);
     if (first.blocks > 0) {
       // The slot in member 0's gathered array must be cleared before it is overwritten.
-      m.stream.wait(events.gathered_ready);
-      copy_between_devices(scratch.gathered() + m.rank, root.device(), mine, m.device, sizeof(slot),
+      m.stream.wait(memory.events[0]);
+      copy_between_devices(memory.gathered + m.rank, root.device(), mine, m.device, sizeof(slot),
                            m.stream, capturing, "reduction partial to member 0");
     }
-    events.member_done[m.rank].record(m.stream);
+    memory.events[1 + m.rank].record(m.stream);
   });
 
-  for (const event& e : events.member_done)
-    root.wait(e);
+  for (std::size_t k = 0; k < group.size(); ++k)
+    root.wait(memory.events[1 + k]);
   launch(root, {.name = "cohort::detail::combine_members"}, combine_members<T, Op>,
-         static_cast<const slot*>(scratch.gathered()), group.size(), init, op, result);
+         static_cast<const slot*>(memory.gathered), group.size(), init, op, result);
 }
 
 // The blocks member k's first step launches for `source`'s items.
@@ -265,48 +258,6 @@ std::vector<unsigned> reduce_blocks(const device_group& group, const Source& sou
     blocks[k] = plan_reduce<U>(source.counts[k], reduce_max_blocks(group, k)).blocks;
   }
   return blocks;
-}
-
-// The pending form: fresh scratch and events for each call, kept alive by the pending value.
-template <class T, class Input, class Op, class Transform>
-pending<T> reduce_pending(const device_group& group, const Input& input, T init, Op op,
-                          Transform transform, std::string_view function) {
-  const nvtx_range range(function, "%zu items, %zu members", input.size(), group.size());
-  require_value_type<T>();
-  refuse_average<Op>();
-  require_reduce_input(group, input, function);
-  // A pending value cannot outlive a graph replay: its host slot would be read once.
-  refuse_capture(
-      group, function,
-      "a pending<T> result cannot be captured (its host slot would be read once, not at "
-      "each replay)",
-      "Pass a cohort::device_result<T>& as the last argument: that form leaves the value "
-      "in device memory and can be captured.");
-  const auto source = source_of(group, input, function);
-  reduce_scratch<T> scratch(group, reduce_blocks(group, source), function);
-  reduce_events events(group);
-  T* host = nullptr;
-  {
-    // cudaMallocHost (when the slots grow) needs a context: member 0's, never a GPU the group
-    // does not use.
-    scoped_device on(group.device(0));
-    host = static_cast<T*>(pinned_slots::instance().take());
-  }
-  try {
-    enqueue_reduce(group, source, init, op, transform, scratch, events, host,
-                   /*capturing=*/false); // refused above
-  } catch (...) {
-    // Whatever was enqueued must finish before the slot and the scratch are reused. A wait on
-    // the host, bounded by the work already queued; its own failure leaves the slot unreturned.
-    bool drained = true;
-    for (std::size_t k = 0; k < group.size(); ++k)
-      drained = cudaStreamSynchronize(group.stream(k).native_handle()) == cudaSuccess && drained;
-    if (drained) pinned_slots::instance().give_back(host);
-    throw;
-  }
-  event done(group.device(0));
-  done.record(group.stream(0));
-  return pending_access::make(host, std::move(done), std::move(scratch.buffers));
 }
 
 } // namespace cohort::detail

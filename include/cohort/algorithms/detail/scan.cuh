@@ -1,16 +1,20 @@
 // cohort/algorithms/detail/scan.cuh — the multi-device scan's member loop: each member's total,
 // the carry handed down the ranks, and each member's CUB scan seeded with it (scan.cuh says how
-// and why; the entry points there check the arguments first).
+// and why; the entry points there check the arguments first). A group of one runs its CUB scan
+// alone (scan_one.cuh). Outside a capture, each member's scratch and events are the ones it keeps
+// between calls (execution/detail/member_cache.cuh).
 #pragma once
 
 #include "../../communication/operators.cuh"
 #include "../../detail/nvtx.cuh"
 #include "../../detail/one_capture.cuh"
 #include "../../detail/peer_copy.cuh"
+#include "../../execution/detail/group_access.cuh"
 #include "../../execution/device_group.cuh"
 #include "../../execution/launch.cuh"
 #include "../../streams/event.cuh"
 #include "scan_kernels.cuh"
+#include "scan_one.cuh"
 #include "scratch.cuh"
 
 #include <cub/device/device_scan.cuh>
@@ -25,16 +29,15 @@
 
 namespace cohort::detail {
 
-// A CUB call's status; the message is built only when it failed.
-inline void check_cub_scan(cudaError_t status, std::string_view function, bool size_query,
-                           int device,
-                           std::source_location where = std::source_location::current()) {
-  if (status != cudaSuccess) [[unlikely]]
-    check_cuda(status,
-               std::string(size_query ? "cub::DeviceScan (size query, " : "cub::DeviceScan (") +
-                   std::string(function) + ")",
-               device, where);
-}
+// The events of a scan over several members, among each member's own (member_cache::event): its
+// scratch taken (the carry from the member before lands after it), and its carry handed on.
+inline constexpr std::size_t scan_allocated_event = 0;
+inline constexpr std::size_t scan_handed_event = 1;
+
+// What a member remembers CUB's storage by, besides the types: the pass that keeps the last value
+// only, and the inclusive scan of a shard with no carry (member 0's).
+struct scan_last_pass {};
+struct scan_without_carry {};
 
 // Scans, on member k, `input_of(k)` (an iterator over split.count(k) values of T) into out's shard
 // k, where `out` is a writable distributed range of T over `group` (checked by the caller);
@@ -54,6 +57,11 @@ void scan_over_members(const device_group& group, InputOf input_of, Out& out, co
       group.size(), [&](std::size_t k) { return group.stream(k); }, function);
   refuse_recorded_error(function, group.device(0).get());
   const std::size_t members = group.size();
+  if (members == 1) {
+    scan_one_member<Exclusive>(group, input_of(0), out.shard(0).data.data(), out.split().count(0),
+                               init, op, capturing, function);
+    return;
+  }
   if (capturing)
     for (std::size_t k = 0; k + 1 < members; ++k)
       if (!pool_reaches(group.device(k), group.device(k + 1)))
@@ -94,51 +102,77 @@ void scan_over_members(const device_group& group, InputOf input_of, Out& out, co
   };
   auto needs_total = [&](std::size_t k) { return split.count(k) > 0 && k + 1 < members; };
 
+  // CUB's size queries, each asked once per member, kind of pass and size.
+  using In = decltype(input_of(0));
+  const void* const last_key = scan_size_key<In, T, ScanOp, scan_last_pass>();
+  const void* const seeded_key = scan_size_key<In, T, ScanOp, std::bool_constant<Exclusive>>();
+  const void* const unseeded_key = scan_size_key<In, T, ScanOp, scan_without_carry>();
   std::vector<std::size_t> temp_bytes(members, 1), need(members);
   for (std::size_t k = 0; k < members; ++k) {
     scoped_device on(group.device(k));
-    std::size_t bytes = 0;
-    if (needs_total(k)) {
-      check_cub_scan(last_pass(k, nullptr, bytes, nullptr), function, true, group.device(k).get());
-      temp_bytes[k] = std::max(temp_bytes[k], bytes);
-    }
+    member_cache& cache = group_memory_access::cache(group, k);
+    auto asked = [&](auto pass) {
+      std::size_t bytes = 0;
+      check_cub_scan(pass(k, nullptr, bytes, nullptr), function, true, group.device(k).get());
+      return bytes;
+    };
+    if (needs_total(k))
+      temp_bytes[k] = std::max(temp_bytes[k], cache.remembered_bytes(last_key, split.count(k), [&] {
+        return asked(last_pass);
+      }));
     if (split.count(k) > 0) {
-      bytes = 0;
-      check_cub_scan(scan_pass(k, nullptr, bytes, nullptr), function, true, group.device(k).get());
-      temp_bytes[k] = std::max(temp_bytes[k], bytes);
+      const bool seeded = Exclusive || has_carry[k];
+      temp_bytes[k] = std::max(
+          temp_bytes[k], cache.remembered_bytes(seeded ? seeded_key : unseeded_key, split.count(k),
+                                                [&] { return asked(scan_pass); }));
     }
     need[k] = 3 * align_up(sizeof(T)) + align_up(temp_bytes[k]);
   }
   // Out of memory is a cuda_error (cudaErrorMemoryAllocation) naming the call, the member's device
-  // and the bytes, thrown before anything is enqueued.
-  require_scratch_fits(group, need, function);
-
-  std::vector<scratch> memory;
-  std::vector<event> allocated, handed;
-  memory.reserve(members);
-  allocated.reserve(members);
-  handed.reserve(members);
+  // and the bytes, thrown before anything is enqueued. Captured, the scratch is the graph's to
+  // allocate at each launch, from the device's pool (whose copies between devices a graph can
+  // hold; memory the group keeps could be freed while the graph still runs); otherwise it is each
+  // member's kept scratch, from the group's resource.
+  std::vector<scratch> memory; // captured only
+  std::vector<unsigned char*> base;
+  if (capturing) {
+    require_scratch_fits(group, need, function);
+    memory.reserve(members);
+    for (std::size_t k = 0; k < members; ++k) {
+      memory.emplace_back(need[k], group.stream(k), default_memory_resource());
+      base.push_back(static_cast<unsigned char*>(memory[k].rest()));
+    }
+  } else {
+    base = kept_scratch(group, need, scratch_source::group_resource, function);
+  }
+  // The events: each member's kept ones; captured, new ones, so that no wait below (the one on a
+  // failure too) names an event last recorded outside the capture.
+  std::vector<event> captured;
+  captured.reserve(capturing ? 2 * members : 0); // no reallocation: the refs below stay good
+  std::vector<event_ref> allocated, handed;
   std::vector<T*> carry(members), next(members), total(members);
   std::vector<void*> temp(members);
   for (std::size_t k = 0; k < members; ++k) {
-    // Captured, the scratch is the graph's to allocate at each launch, from the device's pool (whose
-    // copies between devices a graph can hold); otherwise it comes from the group's resource.
-    memory.emplace_back(need[k], group.stream(k),
-                        capturing ? default_memory_resource() : group.memory_resource(k));
-    carry[k] = memory[k].take<T>(1);
-    next[k] = memory[k].take<T>(1);
-    total[k] = memory[k].take<T>(1);
-    temp[k] = memory[k].rest();
-    allocated.emplace_back(group.device(k));
+    scratch_slices slices(base[k]);
+    carry[k] = slices.take<T>(1);
+    next[k] = slices.take<T>(1);
+    total[k] = slices.take<T>(1);
+    temp[k] = slices.rest();
+    member_cache& cache = group_memory_access::cache(group, k);
+    if (capturing) {
+      captured.emplace_back(group.device(k));
+      captured.emplace_back(group.device(k));
+    }
+    allocated.push_back(capturing ? captured[2 * k] : cache.event(scan_allocated_event));
     allocated[k].record(group.stream(k)); // the peer copy from member k-1 lands after this
-    handed.emplace_back(group.device(k));
+    handed.push_back(capturing ? captured[2 * k + 1] : cache.event(scan_handed_event));
   }
   // Member k's carry slot is written by member k-1's copy: should anything below throw, every
   // member's stream waits for its predecessor's hand-off before its scratch is freed (an event
   // never recorded is complete at once).
   struct wait_for_hand_offs {
     const device_group& group;
-    const std::vector<event>& handed;
+    const std::vector<event_ref>& handed;
     bool finished = false;
     ~wait_for_hand_offs() {
       if (finished) return;
@@ -172,8 +206,8 @@ void scan_over_members(const device_group& group, InputOf input_of, Out& out, co
     if (has_total)
       check_cub_scan(scan_pass(k, temp[k], temp_bytes[k], carry[k]), function, false, device);
   }
-  // `memory` is freed on each member's stream after its scan; member k+1's slot, written by
-  // member k's copy, is freed after member k+1 waited for that copy.
+  // Captured, `memory` is freed on each member's stream after its scan; member k+1's slot, written
+  // by member k's copy, is freed (or taken by a later call) after member k+1 waited for that copy.
   guard.finished = true;
 }
 

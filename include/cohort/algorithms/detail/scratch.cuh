@@ -8,6 +8,7 @@
 #include "../../devices/properties.cuh"
 #include "../../devices/scoped_device.cuh"
 #include "../../errors/cuda_error.cuh"
+#include "../../execution/detail/group_access.cuh"
 #include "../../execution/device_group.cuh"
 #include "../../memory/device_buffer.cuh"
 
@@ -112,23 +113,61 @@ inline void require_scratch_fits(const device_group& group, const std::vector<st
     throw_scratch_shortfall(*shortfall, function, "spread the data over more members.", where);
 }
 
-// One member's scratch: slices of one allocation (from the group's memory resource), each aligned
-// for any type.
+// Slices of one member's scratch, taken in order, each aligned for any type.
+class scratch_slices {
+ public:
+  explicit scratch_slices(unsigned char* base) noexcept
+      : at_(base) {}
+  template <class T>
+  T* take(std::size_t count) {
+    T* p = reinterpret_cast<T*>(at_);
+    at_ += align_up(count * sizeof(T));
+    return count == 0 ? nullptr : p;
+  }
+  void* rest() const noexcept { return at_; }
+
+ private:
+  unsigned char* at_;
+};
+
+// One member's scratch for one call: one allocation (from the resource given), in slices.
 class scratch {
  public:
   scratch(std::size_t bytes, stream_ref stream, memory_resource_ref resource)
-      : memory_(bytes, stream, resource) {}
+      : memory_(bytes, stream, resource)
+      , slices_(memory_.data()) {}
   template <class T>
   T* take(std::size_t count) {
-    T* p = reinterpret_cast<T*>(memory_.data() + used_);
-    used_ += align_up(count * sizeof(T));
-    return count == 0 ? nullptr : p;
+    return slices_.take<T>(count);
   }
-  void* rest() { return memory_.data() + used_; }
+  void* rest() { return slices_.rest(); }
 
  private:
   device_buffer<unsigned char> memory_;
-  std::size_t used_ = 0;
+  scratch_slices slices_;
 };
+
+// The scratch `need` bytes per member from each member's kept scratch (member_cache), outside a
+// capture: only members whose kept scratch must grow are checked against what their devices can
+// give (before anything is allocated), then every member's is taken.
+inline std::vector<unsigned char*> kept_scratch(const device_group& group,
+                                                const std::vector<std::size_t>& need,
+                                                scratch_source source, std::string_view function) {
+  std::vector<std::size_t> growth(group.size(), 0);
+  bool grows = false;
+  for (std::size_t k = 0; k < group.size(); ++k)
+    if (!group_memory_access::cache(group, k).holds(source, need[k]))
+      growth[k] = need[k], grows = true;
+  if (grows) require_scratch_fits(group, growth, function);
+  std::vector<unsigned char*> base(group.size());
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    const memory_resource_ref resource = source == scratch_source::device_pool
+                                             ? default_memory_resource()
+                                             : group.memory_resource(k);
+    base[k] = group_memory_access::cache(group, k).scratch(source, need[k], group.stream(k),
+                                                           resource, function);
+  }
+  return base;
+}
 
 } // namespace cohort::detail

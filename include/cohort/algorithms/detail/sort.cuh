@@ -1,7 +1,8 @@
 // cohort/algorithms/detail/sort.cuh — the multi-device sort as one sequence of phases: plan (and
 // take the scratch); sort each member's runs; find the split table; merge each member's parts
 // into its shard. Where the runs wait between the phases (on the devices or staged through host
-// memory) is the strategy the plan chose (sort_runs.cuh).
+// memory) is the strategy the plan chose (sort_runs.cuh). A group of one sorts its shard with CUB
+// alone (sort_one.cuh).
 #pragma once
 
 #include "../../detail/nvtx.cuh"
@@ -17,6 +18,7 @@
 #include "scratch.cuh"
 #include "sort_cub.cuh"
 #include "sort_kernels.cuh"
+#include "sort_one.cuh"
 #include "sort_plan.cuh"
 #include "sort_runs.cuh"
 
@@ -216,9 +218,10 @@ void sort_in_phases(const sort_job<K, V, Less>& job, const sort_plan& plan, cons
 template <class K, class V, class Less>
 void sort_over_members(const sort_job<K, V, Less>& job) {
   constexpr bool radix = is_radix_less_v<Less>;
-  std::vector<scratch> memory;
+  std::vector<scratch> owned;
+  std::vector<scratch_slices> memory;
   const sort_plan plan =
-      plan_with_scratch<K, V>(job.group, job.split, job.less, job.function, memory);
+      plan_with_scratch<K, V>(job.group, job.split, job.less, job.function, owned, memory);
   if (plan.through_host) {
     const runs_through_host<K, V, radix> runs(job.group, plan, memory, job.split.size(),
                                               job.function);
@@ -292,6 +295,9 @@ void sort_ranges(const device_group& group, Keys& keys, Values* values, Less les
     job.shards[k].keys = keys.shard(k).data.data();
     if constexpr (with_values) job.shards[k].values = values->shard(k).data.data();
   }
+  // A group of one sorts its shard as CUB would, where its scratch fits (sort_one.cuh).
+  if (p == 1 && sort_one_member<K, V>(group, job.shards[0], job.split.count(0), less, function))
+    return;
   sort_over_members(job);
 }
 

@@ -7,6 +7,7 @@
 #include "../../devices/scoped_device.cuh"
 #include "../../errors/argument_error.cuh"
 #include "../../errors/cuda_error.cuh"
+#include "../../execution/detail/group_access.cuh"
 #include "../../execution/detail/peer_paths.cuh"
 #include "../../execution/device_group.cuh"
 #include "../../partitioning/partition.cuh"
@@ -34,6 +35,7 @@ struct sort_request {
   bool on_devices_only = false;
   bool through_host = false;
   std::size_t max_block = 0; // 0: as large as the member's memory allows
+  bool watched = false;      // a test watches the planned scratch: no other form
 };
 
 #if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
@@ -52,7 +54,7 @@ inline thread_local sort_tuning sort_tuning_for_tests{};
 inline sort_request requested_sort() {
   const sort_tuning& tuning = sort_tuning_for_tests;
   return {tuning.staging == sort_staging::on_devices, tuning.staging == sort_staging::through_host,
-          tuning.max_block};
+          tuning.max_block, static_cast<bool>(tuning.before_scratch)};
 }
 inline void before_sort_scratch(const std::vector<std::size_t>& need) {
   if (sort_tuning_for_tests.before_scratch) sort_tuning_for_tests.before_scratch(need);
@@ -85,26 +87,30 @@ struct sort_plan {
 inline constexpr std::size_t sort_table_bytes = (max_sort_runs - 1) * max_sort_runs * 8;
 
 // CUB's temporary storage for member k to sort `count` elements and to merge two runs of as many.
+// Asked once per member, kind of sort and count: the member remembers (member_cache).
 template <class K, class V, class Less>
 std::size_t sort_temp_bytes(const device_group& group, std::size_t k, std::size_t count, Less less,
                             std::string_view function) {
-  std::size_t most = 1;
-  if (count == 0) return most;
-  scoped_device on(group.device(k)); // CUB sizes its storage for the current device
-  const cudaStream_t stream = group.stream(k).native_handle();
-  const int device = group.device(k).get();
-  std::size_t bytes = 0;
-  bool unused = false;
-  check_sort_step(sort_shard<K, V>(nullptr, bytes, {}, {}, count, less, stream, unused), "cub sort",
-                  function, device, "size query");
-  most = std::max(most, bytes);
-  bytes = 0;
-  const auto half = std::int64_t(count - count / 2);
-  check_sort_step(merge_runs<K, V>(nullptr, bytes, {nullptr, nullptr, 0, half},
-                                   {nullptr, nullptr, half, std::int64_t(count / 2)}, {}, less,
-                                   stream),
-                  "cub::DeviceMerge", function, device, "size query");
-  return std::max(most, bytes);
+  if (count == 0) return 1;
+  static const char key = 0; // one per instantiation
+  return group_memory_access::cache(group, k).remembered_bytes(&key, count, [&] {
+    std::size_t most = 1;
+    scoped_device on(group.device(k)); // CUB sizes its storage for the current device
+    const cudaStream_t stream = group.stream(k).native_handle();
+    const int device = group.device(k).get();
+    std::size_t bytes = 0;
+    bool unused = false;
+    check_sort_step(sort_shard<K, V>(nullptr, bytes, {}, {}, count, less, stream, unused),
+                    "cub sort", function, device, "size query");
+    most = std::max(most, bytes);
+    bytes = 0;
+    const auto half = std::int64_t(count - count / 2);
+    check_sort_step(merge_runs<K, V>(nullptr, bytes, {nullptr, nullptr, 0, half},
+                                     {nullptr, nullptr, half, std::int64_t(count / 2)}, {}, less,
+                                     stream),
+                    "cub::DeviceMerge", function, device, "size query");
+    return std::max(most, bytes);
+  });
 }
 
 template <class K, class V>
@@ -203,7 +209,12 @@ sort_plan plan_sort(const device_group& group, const partition& split, Less less
   std::optional<scratch_shortfall> on_devices_short;
   if (failed == nullptr && no_peer_path.empty() && !request.through_host) {
     sort_plan plan = plan_on_devices<K, V>(group, split, less, function);
-    on_devices_short = find_scratch_shortfall(group, plan.need);
+    // What the members keep from earlier sorts needs no room (kept_scratch).
+    std::vector<std::size_t> growth = plan.need;
+    for (std::size_t k = 0; k < group.size(); ++k)
+      if (group_memory_access::cache(group, k).holds(scratch_source::device_pool, plan.need[k]))
+        growth[k] = 0;
+    on_devices_short = find_scratch_shortfall(group, growth);
     if (!on_devices_short) return plan;
   }
   // Why the runs are not kept on the devices, for the messages below (made only for them).
@@ -233,30 +244,44 @@ sort_plan plan_sort(const device_group& group, const partition& split, Less less
   return plan;
 }
 
-// The plan, with each member's scratch taken for it in `memory`. Free memory is not memory the
-// pool can get in one piece, and memory can go between the check and the allocation (another
-// process, the driver), so a plan whose scratch runs out of memory is made again, smaller
-// (staged, in smaller blocks), until no smaller one exists: then the re-plan's out-of-memory
-// cuda_error, or the allocation's, is thrown. Nothing is enqueued but the allocations, freed again
-// on their streams.
+// The plan, with each member's scratch taken for it in `memory` (slices of it). On the devices the
+// sorted runs, which the other members read, wait in the scratch each member keeps between calls
+// from the device's pool, which the group lets its members reach (another resource's memory may
+// not be); staged, each member's block is the call's own, from the group's resource (`owned`).
+// Free memory is not memory the pool can get in one piece, and memory can go between the check
+// and the allocation (another process, the driver), so a plan whose scratch runs out of memory is
+// made again, smaller (staged, in smaller blocks), until no smaller one exists: then the
+// re-plan's out-of-memory cuda_error, or the allocation's, is thrown. Nothing is enqueued but the
+// allocations, freed again on their streams.
 template <class K, class V, class Less>
 sort_plan plan_with_scratch(const device_group& group, const partition& split, Less less,
-                            std::string_view function, std::vector<scratch>& memory) {
+                            std::string_view function, std::vector<scratch>& owned,
+                            std::vector<scratch_slices>& memory) {
   sort_plan plan = plan_sort<K, V>(group, split, less, function);
   for (;;) {
+    owned.clear();
     memory.clear();
-    memory.reserve(group.size());
+    owned.reserve(group.size());
     before_sort_scratch(plan.need);
     try {
-      for (std::size_t k = 0; k < group.size(); ++k)
-        // Scratch the other members read (the sorted runs, on the devices) comes from the device's
-        // pool, which the group lets its members reach; another resource's memory may not be.
-        memory.emplace_back(plan.need[k], group.stream(k),
-                            plan.through_host ? group.memory_resource(k)
-                                              : default_memory_resource());
+      if (plan.through_host) {
+        for (std::size_t k = 0; k < group.size(); ++k) {
+          // What an earlier sort on the devices kept goes back: this form does not use it.
+          group_memory_access::cache(group, k).release(scratch_source::device_pool);
+          owned.emplace_back(plan.need[k], group.stream(k), group.memory_resource(k));
+          memory.emplace_back(static_cast<unsigned char*>(owned[k].rest()));
+        }
+      } else {
+        for (unsigned char* base :
+             kept_scratch(group, plan.need, scratch_source::device_pool, function))
+          memory.emplace_back(base);
+      }
       return plan;
     } catch (const cuda_error& error) {
+      owned.clear();
       memory.clear();
+      for (std::size_t k = 0; k < group.size(); ++k) // what grew for the failed plan
+        group_memory_access::cache(group, k).release(scratch_source::device_pool);
       if (error.status() != cudaErrorMemoryAllocation ||
           (!plan.through_host && requested_sort().on_devices_only))
         throw;

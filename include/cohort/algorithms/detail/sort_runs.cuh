@@ -9,6 +9,7 @@
 
 #include "../../devices/scoped_device.cuh"
 #include "../../errors/cuda_error.cuh"
+#include "../../execution/detail/group_access.cuh"
 #include "../../execution/device_group.cuh"
 #include "../../streams/event.cuh"
 #include "../../streams/stream_ref.cuh"
@@ -36,7 +37,7 @@ struct sort_scratch {
 
 template <class K, class V>
 std::vector<sort_scratch<K, V>>
-carve_sort_scratch(const sort_plan& plan, std::vector<scratch>& memory, bool second_block) {
+carve_sort_scratch(const sort_plan& plan, std::vector<scratch_slices>& memory, bool second_block) {
   std::vector<sort_scratch<K, V>> carved(memory.size());
   for (std::size_t k = 0; k < memory.size(); ++k) {
     sort_scratch<K, V>& s = carved[k];
@@ -70,11 +71,16 @@ void move_part(sorted_run<K, V>& part, sort_arrays<K, V> to, stream_ref stream,
 template <class K, class V, bool Radix>
 class runs_on_devices {
  public:
-  runs_on_devices(const device_group& group, const sort_plan& plan, std::vector<scratch>& memory,
-                  std::string_view function)
+  runs_on_devices(const device_group& group, const sort_plan& plan,
+                  std::vector<scratch_slices>& memory, std::string_view function)
       : plan_(plan)
       , function_(function) {
-    if (group.size() > 1) (void)group.enable_peer_access(); // true: every pair has a path
+    // Once per group: peer access, once enabled, stays so.
+    member_cache& root = group_memory_access::cache(group, 0);
+    if (group.size() > 1 && !root.peer_access_enabled()) {
+      (void)group.enable_peer_access(); // true: every pair has a path
+      root.set_peer_access_enabled();
+    }
     scratch_ = carve_sort_scratch<K, V>(plan, memory, group.size() > 2);
   }
 
@@ -117,8 +123,9 @@ class runs_on_devices {
 template <class K, class V, bool Radix>
 class runs_through_host {
  public:
-  runs_through_host(const device_group& group, const sort_plan& plan, std::vector<scratch>& memory,
-                    std::size_t size, std::string_view function)
+  runs_through_host(const device_group& group, const sort_plan& plan,
+                    std::vector<scratch_slices>& memory, std::size_t size,
+                    std::string_view function)
       : plan_(plan)
       , function_(function)
       , staging_(plan.host_bytes, group, function) {
@@ -159,20 +166,25 @@ class runs_through_host {
   std::vector<sort_scratch<K, V>> scratch_;
 };
 
-// The events between the phases. Whatever happens, no member's scratch is freed (on its own
-// stream, when the scratch goes, after these) before member 0's split kernel and every member's
-// merges stopped reading it: the destructor makes every stream wait for them. (The host staging
-// waits for every stream before it is freed.)
+// The events between the phases, among each member's own (member_cache::event). Whatever
+// happens, no member's scratch is freed or taken by a later call (on its own stream, after these)
+// before member 0's split kernel and every member's merges stopped reading it: the destructor
+// makes every stream wait for them. (The host staging waits for every stream before it is freed.)
+inline constexpr std::size_t sort_sorted_event = 0;
+inline constexpr std::size_t sort_merged_event = 1;
+inline constexpr std::size_t sort_split_event = 2;
+
 class sort_events {
  public:
   explicit sort_events(const device_group& group)
       : group_(group)
-      , root_done_(group.device(0)) {
+      , root_done_(group_memory_access::cache(group, 0).event(sort_split_event)) {
     done_sorting.reserve(group.size());
     done_merging.reserve(group.size());
     for (std::size_t k = 0; k < group.size(); ++k) {
-      done_sorting.emplace_back(group.device(k));
-      done_merging.emplace_back(group.device(k));
+      member_cache& cache = group_memory_access::cache(group, k);
+      done_sorting.push_back(cache.event(sort_sorted_event));
+      done_merging.push_back(cache.event(sort_merged_event));
     }
   }
   sort_events(const sort_events&) = delete;
@@ -201,13 +213,13 @@ class sort_events {
       });
   }
 
-  std::vector<event> done_sorting; // per member: its runs sorted and kept
-  std::vector<event> done_merging; // per member: its last read of another's scratch is before it
-  std::size_t merged = 0;          // members whose done_merging is recorded
+  std::vector<event_ref> done_sorting; // per member: its runs sorted and kept
+  std::vector<event_ref> done_merging; // per member: its last read of another's scratch is before
+  std::size_t merged = 0;              // members whose done_merging is recorded
 
  private:
   const device_group& group_;
-  event root_done_; // member 0's split kernel done
+  event_ref root_done_; // member 0's split kernel done
 };
 
 } // namespace cohort::detail

@@ -1,5 +1,5 @@
-// cohort/execution/detail/group_arguments.cuh — the checks of a device group's devices and
-// borrowed streams, before anything is made.
+// cohort/execution/detail/group_arguments.cuh — the checks of a device group's devices, borrowed
+// streams and SM weights, before anything is made; and the SM count a group reads once.
 #pragma once
 
 #include "../../devices/device_ref.cuh"
@@ -7,6 +7,7 @@
 #include "../../errors/cuda_error.cuh"
 #include "../../streams/stream_ref.cuh"
 
+#include <cmath>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,28 @@ inline void require_on_its_device(stream_ref stream, std::size_t i) {
            std::to_string(stream.device().get()) + " but is a stream of device " +
            std::to_string(actual) + "; name each stream with its own device.";
   });
+}
+
+// An emulated group's SM weights: at least one, each finite and above zero; and a valid device.
+inline void require_sm_weights(device_ref device, const std::vector<double>& sm_weights) {
+  require_argument(!sm_weights.empty(), "device_group::emulated", "sm_weights",
+                   "a group needs at least one logical device.");
+  for (std::size_t k = 0; k < sm_weights.size(); ++k)
+    if (!std::isfinite(sm_weights[k]) || !(sm_weights[k] > 0.0))
+      throw_invalid_argument("device_group::emulated", "sm_weights",
+                             "weight " + std::to_string(k) + " is " +
+                                 std::to_string(sm_weights[k]) +
+                                 "; every weight must be finite and greater than zero.");
+  require_valid_device(device, "device_group::emulated", "device");
+}
+
+// The SMs of `device`: one attribute, not properties() (cudaGetDeviceProperties costs about a
+// millisecond).
+inline unsigned multiprocessors(device_ref device) {
+  int sms = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.get()),
+             "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)", device.get());
+  return static_cast<unsigned>(sms);
 }
 
 // A group moved from has no members (a group made has at least one): the calls that take a group

@@ -1,0 +1,103 @@
+// cohort/algorithms/detail/reduce_one.cuh — a reduction over a group of one: the member's items
+// folded straight into the result (a pinned host slot, or a device_result's value) on its stream,
+// with nothing gathered, copied or waited for. CUB's DeviceReduce where the result is the same in
+// any order (reduce_cub.cuh), which is then what cub::DeviceReduce costs; else cohort's in-order
+// kernel, whose last block folds `init` in as it writes the result.
+#pragma once
+
+#include "../../devices/scoped_device.cuh"
+#include "../../errors/cuda_error.cuh"
+#include "../../execution/detail/group_access.cuh"
+#include "../../execution/device_group.cuh"
+#include "../../execution/launch.cuh"
+#include "reduce_cub.cuh"
+#include "reduce_kernels.cuh"
+#include "reduce_plan.cuh"
+
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <string_view>
+#include <type_traits>
+
+namespace cohort::detail {
+
+// One address per instantiation: the key under which a member remembers what CUB asked for.
+template <class... Kinds>
+const void* size_key() {
+  static const char key = 0;
+  return &key;
+}
+
+// Enqueues on member 0's stream the reduction of what `source` reads into `result`. The memory it
+// works in is asked for before anything is enqueued, and only one of the two per call:
+// `cub_storage(bytes)` gives CUB's temporary storage, or null where it has none that large (a
+// captured device_result's fixed memory: the in-order kernel runs instead); `partials(n)` gives
+// n partial slots for the in-order kernel.
+template <class T, class Op, class Transform, class Source, class CubStorage, class Partials>
+void enqueue_reduce_one(const device_group& group, const Source& source, T init, Op op,
+                        Transform transform, T* result, CubStorage cub_storage, Partials partials,
+                        std::string_view function) {
+  using Input = decltype(source.input_of(0));
+  using U = typename std::iterator_traits<Input>::value_type;
+  using slot = maybe<T>;
+  const stream_ref stream = group.stream(0);
+  const int device = stream.device().get();
+  const Input input = source.input_of(0);
+  const std::size_t count = source.counts[0];
+  adaptive_balancer* const balancer = source.balancer;
+  scoped_device on(stream.device()); // CUB sizes and launches for the current device
+
+  constexpr any_order_reduction kind = any_order_reduction_of<T, Op>();
+  if constexpr (kind != any_order_reduction::none) {
+    auto cub = [&](void* temp, std::size_t& bytes) {
+      return reduce_in_any_order<T, kind>(temp, bytes, input, count, transform, init, result,
+                                          stream.native_handle());
+    };
+    member_cache& cache = group_memory_access::cache(group, 0);
+    std::size_t bytes = cache.remembered_bytes(size_key<Input, T, Op, Transform>(), count, [&] {
+      std::size_t asked = 0;
+      check_cub_reduce(cub(nullptr, asked), function, true, device);
+      return asked;
+    });
+    if (void* temp = cub_storage(bytes)) {
+      // CUB reports the thread's recorded error as its launch's: one left by an earlier call
+      // is reported as that, before anything is enqueued.
+      refuse_recorded_error(function, device);
+      if (balancer != nullptr) balancer->start(0, stream);
+      check_cub_reduce(cub(temp, bytes), function, false, device);
+      if (balancer != nullptr) balancer->stop(0, stream);
+      return;
+    }
+  }
+
+  const reduce_launch first = plan_reduce<U>(count, reduce_max_blocks(group, 0));
+  slot* const slots = first.blocks > 1 ? partials(first.blocks) : nullptr;
+  if (balancer != nullptr) balancer->start(0, stream);
+  const launch_config config{.grid = std::max(1u, first.blocks),
+                             .block = reduce_block_threads,
+                             .name = "cohort::detail::reduce_in_order"};
+  const into_result<T, Op> into{init, op, result};
+  if (first.blocks == 0) {
+    launch(stream, {.name = "cohort::detail::store_result"}, store_result<T>, result, init);
+  } else if (first.blocks == 1) {
+    launch(stream, config, reduce_in_order<T, Input, Transform, Op, into_result<T, Op>>, input,
+           count, first.per_warp, transform, op, into);
+  } else {
+    // A T with padding has bytes the kernels never write: zeroed, so that the second step's
+    // copies of the slots read only written bytes (what compute-sanitizer's initcheck checks).
+    if constexpr (!std::is_arithmetic_v<T> && !std::has_unique_object_representations_v<T>)
+      check_cuda(cudaMemsetAsync(slots, 0, first.blocks * sizeof(slot), stream.native_handle()),
+                 "cudaMemsetAsync (reduction partials)", device);
+    launch(stream, config, reduce_in_order<T, Input, Transform, Op, into_partials<T>>, input, count,
+           first.per_warp, transform, op, into_partials<T>{slots});
+    const reduce_launch second = plan_reduce<slot>(first.blocks, 1);
+    launch(stream, {.grid = 1, .block = reduce_block_threads, .name = config.name},
+           reduce_in_order<slot, const slot*, identity, combine_maybe<T, Op>, into_result<T, Op>>,
+           static_cast<const slot*>(slots), std::size_t{first.blocks}, second.per_warp, identity{},
+           combine_maybe<T, Op>{op}, into);
+  }
+  if (balancer != nullptr) balancer->stop(0, stream);
+}
+
+} // namespace cohort::detail
