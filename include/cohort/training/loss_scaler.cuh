@@ -201,7 +201,7 @@ class loss_scaler {
     if (host_ == nullptr) return;
     try {
       if (updated_) after_[0].synchronize();
-    } catch (...) { // the GPU may still write the slot: it is never handed out again (40 bytes)
+    } catch (...) { // the GPU may still write the slot: it is never handed out again (256 B lost)
       return;
     }
     detail::pinned_slots::instance().give_back(host_);
