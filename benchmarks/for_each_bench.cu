@@ -11,12 +11,16 @@
 //      distributed_buffer and through a distributed_view made from spans of the buffer's shards
 //      (the path of the user's own memory); the ratio buffer/view should be 1;
 //   7. scratch from a memory resource: multi_device_reduce (pending form) and
-//      multi_device_inclusive_scan, which allocate scratch every call, with the group's default
-//      resource (the device's pool, which gives its free memory back at every synchronization)
-//      against a cudaMemPool_t of the benchmark's own that keeps everything.
+//      multi_device_inclusive_scan with the group's default resource (the device's pool, which
+//      gives its free memory back at every synchronization) against a cudaMemPool_t of the
+//      benchmark's own that keeps everything (the group keeps its scratch between calls, so the
+//      two should match);
+//   8. a group of one against cub::DeviceReduce, 2^20 to 2^30 elements: sums, minima and maxima
+//      to the host and into device memory, and operators kept in order (one_member_reduce.cuh).
 // 6 and 7 run on a group of one GPU and on every GPU (an emulated pair where one is visible), the
 // size argument's elements per GPU. Prints Markdown tables.
 // Usage: for_each_bench [elements per GPU, default 2^28]
+#include "one_member_reduce.cuh"
 #include "timing.cuh"
 
 #include <cub/device/device_reduce.cuh>
@@ -554,6 +558,9 @@ int main(int argc, char** argv) {
     for (const group_kind& kind : kinds)
       scratch_rows(kind, pool, s);
   }
+
+  // 8. A group of one against cub::DeviceReduce.
+  one_member::tables(s, 30);
   return 0;
 }
 #endif

@@ -15,7 +15,13 @@
 //      through a distributed_view made from spans of the same buffer's shards (the path of the
 //      user's own memory), the same input copied in before each; the ratio buffer/view should be 1;
 //   5. with --larger GiB: one sort of that many GiB of uint64 keys, timed once and checked; the
-//      goal's "array larger than one H200" (on two H200s, e.g. --larger 150).
+//      goal's "array larger than one H200" (on two H200s, e.g. --larger 150);
+//   6. a group of one on GPU 0 against CUB, 2^20 to 2^30 elements where they fit: inclusive and
+//      exclusive sums of float, double, uint32 and uint64 (cub::DeviceScan), and sorts of uint32,
+//      uint64, float and double keys and of uint32 and uint64 keys with values of their type
+//      (cub::DeviceRadixSort, each run copying the random input over the keys first, on both
+//      sides). The group borrows the benchmark's stream (no fork or join), both sides work on the
+//      same memory, and they are timed in turns (bench::paired_time_ms). The goal: >= 0.98.
 // Usage: scan_sort_bench [largest log2 size, default 30] [--larger GiB]
 #include "timing.cuh"
 
@@ -137,6 +143,48 @@ struct sort_form {
   ~sort_form() { cohort::detail::sort_tuning_for_tests = saved; }
 };
 
+// CUB's radix sort of `n` random keys (and values, where Pairs) from `in` to `out`, with the
+// pristine keys it copies in before each run: the baseline both sort tables time.
+template <bool Pairs, class K, class V>
+struct cub_sort {
+  using value_t = std::conditional_t<Pairs, V, unsigned char>;
+  std::size_t n;
+  cohort::stream_ref s;
+  cohort::device_buffer<K> pristine{n, s}, in{n, s}, out{n, s};
+  cohort::device_buffer<value_t> vin{Pairs ? n : 0, s}, vout{Pairs ? n : 0, s};
+  cohort::device_buffer<unsigned char> temp{sort(nullptr, n, s), s};
+
+  cub_sort(std::size_t n_, cohort::stream_ref s_)
+      : n(n_)
+      , s(s_) {
+    fill_random(pristine, 0);
+  }
+  // pristine to `in`, then CUB's sort into `out`
+  void run() {
+    pristine.copy_to(in, s);
+    sort(this, n, s);
+  }
+
+ private:
+  // The sort, or where `b` is null the size of its scratch.
+  static std::size_t sort(cub_sort* b, std::size_t n, cohort::stream_ref s) {
+    std::size_t bytes = b ? b->temp.size() : 0;
+    void* temp = b ? b->temp.data() : nullptr;
+    K* in = b ? b->in.data() : nullptr;
+    K* out = b ? b->out.data() : nullptr;
+    if constexpr (Pairs)
+      check(cub::DeviceRadixSort::SortPairs(temp, bytes, in, out, b ? b->vin.data() : nullptr,
+                                            b ? b->vout.data() : nullptr, n, 0, int(8 * sizeof(K)),
+                                            s.native_handle()),
+            "cub::DeviceRadixSort::SortPairs");
+    else
+      check(cub::DeviceRadixSort::SortKeys(temp, bytes, in, out, n, 0, int(8 * sizeof(K)),
+                                           s.native_handle()),
+            "cub::DeviceRadixSort::SortKeys");
+    return bytes;
+  }
+};
+
 template <class K, class V>
 void sort_table(cohort::device_group& group, cohort::stream_ref origin, int top, const char* what,
                 bool staged = false) {
@@ -153,28 +201,9 @@ void sort_table(cohort::device_group& group, cohort::stream_ref origin, int top,
     const std::size_t n = std::size_t(1) << lg;
     double one = -1, many = -1;
     if (fits(origin.device(), 3.5 * element * n)) {
-      cohort::device_buffer<K> pristine(n, origin), in(n, origin), out(n, origin);
-      cohort::device_buffer<value_t> vin(pairs ? n : 0, origin), vout(pairs ? n : 0, origin);
-      fill_random(pristine, 0);
-      std::size_t bytes = 0;
-      auto sort = [&](void* temp) {
-        if constexpr (pairs)
-          return cub::DeviceRadixSort::SortPairs(temp, bytes, in.data(), out.data(), vin.data(),
-                                                 vout.data(), n, 0, int(8 * sizeof(K)),
-                                                 origin.native_handle());
-        else
-          return cub::DeviceRadixSort::SortKeys(temp, bytes, in.data(), out.data(), n, 0,
-                                                int(8 * sizeof(K)), origin.native_handle());
-      };
-      check(sort(nullptr), "size query");
-      cohort::device_buffer<unsigned char> temp(bytes, origin);
+      cub_sort<pairs, K, V> cub(n, origin);
       one = bench::time_ms(
-          origin,
-          [&] {
-            pristine.copy_to(in, origin);
-            check(sort(temp.data()), "cub::DeviceRadixSort");
-          },
-          2, 7);
+          origin, [&] { cub.run(); }, 2, 7);
     }
     origin.synchronize();
     if (group_fits(group, n, 5.5 * element)) {
@@ -248,6 +277,101 @@ void sort_view_table(cohort::device_group& group, cohort::stream_ref origin, int
     const auto [buffer_ms, view_ms] = bench::paired_time_ms(origin, run(false), run(true), 2, 7);
     group.synchronize();
     std::printf("| %zu | %.3f | %.3f | %.3f |\n", n, buffer_ms, view_ms, buffer_ms / view_ms);
+  }
+}
+
+// 6. A group of one on `origin` itself (it borrows the stream), against CUB on the same memory.
+template <class T>
+cohort::distributed_view<T> one_view(const cohort::device_group& one, cohort::device_buffer<T>& b) {
+  return cohort::distributed_view<T>(one, {cuda::std::span<T>(b.data(), b.size())});
+}
+
+template <class T>
+void one_member_scan_rows(cohort::stream_ref origin, std::size_t n, const char* type) {
+  if (!fits(origin.device(), 2.2 * double(sizeof(T)) * double(n))) {
+    std::printf("| %zu | %s | skipped: does not fit | | | |\n", n, type);
+    return;
+  }
+  cohort::device_buffer<T> x(n, origin), y(n, origin);
+  fill_random(x, 0);
+  cohort::device_group one({origin});
+  const cohort::distributed_view<T> xv = one_view(one, x), yv = one_view(one, y);
+  for (const bool exclusive : {false, true}) {
+    std::size_t bytes = 0;
+    auto cub = [&](void* temp) {
+      return exclusive ? cub::DeviceScan::ExclusiveSum(temp, bytes, x.data(), y.data(), n,
+                                                       origin.native_handle())
+                       : cub::DeviceScan::InclusiveSum(temp, bytes, x.data(), y.data(), n,
+                                                       origin.native_handle());
+    };
+    check(cub(nullptr), "size query");
+    cohort::device_buffer<unsigned char> temp(bytes, origin);
+    const auto [cub_ms, cohort_ms] = bench::paired_time_ms(
+        origin, [&] { check(cub(temp.data()), "cub::DeviceScan"); },
+        [&] {
+          if (exclusive)
+            cohort::multi_device_exclusive_scan(one, xv, yv, T{}, cuda::std::plus<>{});
+          else
+            cohort::multi_device_inclusive_scan(one, xv, yv, cuda::std::plus<>{});
+        });
+    std::printf("| %zu | %s | %s | %.3f | %.3f | %.3f |\n", n, type,
+                exclusive ? "exclusive" : "inclusive", cub_ms, cohort_ms, cub_ms / cohort_ms);
+  }
+  origin.synchronize();
+}
+
+template <class K, class V>
+void one_member_sort_row(cohort::stream_ref origin, std::size_t n, const char* keys_name) {
+  constexpr bool pairs = !std::is_same_v<V, void>;
+  using value_t = std::conditional_t<pairs, V, unsigned char>;
+  // pristine, in and out keys, in and out values, and both sides' scratch (a copy of each)
+  const double element = double(sizeof(K)) + (pairs ? double(sizeof(value_t)) : 0.0);
+  if (!fits(origin.device(), (double(sizeof(K)) + 4.2 * element) * double(n))) {
+    std::printf("| %zu | %s | %s | skipped: does not fit | | |\n", n, keys_name,
+                pairs ? keys_name : "none");
+    return;
+  }
+  cub_sort<pairs, K, V> cub(n, origin);
+  cohort::device_group one({origin});
+  const cohort::distributed_view<K> keys = one_view(one, cub.in);
+  const cohort::distributed_view<value_t> values = one_view(one, cub.vin);
+  const auto [cub_ms, cohort_ms] = bench::paired_time_ms(
+      origin, [&] { cub.run(); },
+      [&] {
+        cub.pristine.copy_to(cub.in, origin);
+        if constexpr (pairs)
+          cohort::multi_device_sort_by_key(one, keys, values);
+        else
+          cohort::multi_device_sort(one, keys);
+      },
+      2, 7);
+  std::printf("| %zu | %s | %s | %.3f | %.3f | %.3f |\n", n, keys_name, pairs ? keys_name : "none",
+              cub_ms, cohort_ms, cub_ms / cohort_ms);
+  origin.synchronize();
+}
+
+void one_member_tables(cohort::stream_ref origin, int top) {
+  std::printf("\n## group of one: scans against cub::DeviceScan, GPU 0\n\n");
+  std::printf("| n | type | scan | cub ms | cohort ms | cub / cohort |\n"
+              "| --- | --- | --- | --- | --- | --- |\n");
+  for (int lg = 20; lg <= top; lg += 2) {
+    const std::size_t n = std::size_t(1) << lg;
+    one_member_scan_rows<float>(origin, n, "float");
+    one_member_scan_rows<double>(origin, n, "double");
+    one_member_scan_rows<std::uint32_t>(origin, n, "uint32");
+    one_member_scan_rows<std::uint64_t>(origin, n, "uint64");
+  }
+  std::printf("\n## group of one: sorts against cub::DeviceRadixSort, GPU 0\n\n");
+  std::printf("| n | keys | values | cub ms | cohort ms | cub / cohort |\n"
+              "| --- | --- | --- | --- | --- | --- |\n");
+  for (int lg = 20; lg <= top; lg += 2) {
+    const std::size_t n = std::size_t(1) << lg;
+    one_member_sort_row<std::uint32_t, void>(origin, n, "uint32");
+    one_member_sort_row<std::uint64_t, void>(origin, n, "uint64");
+    one_member_sort_row<float, void>(origin, n, "float");
+    one_member_sort_row<double, void>(origin, n, "double");
+    one_member_sort_row<std::uint32_t, std::uint32_t>(origin, n, "uint32");
+    one_member_sort_row<std::uint64_t, std::uint64_t>(origin, n, "uint64");
   }
 }
 
@@ -351,5 +475,6 @@ int main(int argc, char** argv) {
   sort_table<std::uint32_t, void>(group, origin, top, "uint32 keys", true);
   sort_view_table(group, origin, top);
   if (larger_gib > 0) larger_than_one_gpu(group, larger_gib);
+  one_member_tables(origin, top);
   return 0;
 }

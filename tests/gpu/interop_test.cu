@@ -265,6 +265,9 @@ TEST_CASE("a group's memory resource serves its buffers, and the group counts wh
       want += v;
     CHECK(sum.wait() == doctest::Approx(want).epsilon(1e-12));
   }
+  // The reduction's scratch is the group's, kept for its next calls until given back.
+  CHECK(group.memory_held(0).bytes > 0);
+  group.release_scratch();
   group.synchronize();
   CHECK(resource.outstanding == 0);
   CHECK(group.memory_held(0).bytes == 0);

@@ -3,18 +3,24 @@
 // user's own memory, through a transform and from transform(i) over an index range; operators
 // that do not commute (2x2 matrix products mod a prime), init placed first, outputs poisoned
 // first, a scan captured into a graph and replayed, bad arguments refused, and scratch that
-// cannot fit reported as out of memory.
+// cannot fit reported as out of memory. A group of one (one CUB scan): integer and floating
+// types, half and bfloat16 into float, captured and direct calls interleaved; and a loop of scans
+// that allocates nothing and makes no event once warm.
 #include "scan_sort_checks.cuh"
+#include "steady_state.cuh"
 #include "user_memory.cuh"
 
 #include <doctest/doctest.h>
 
 #include <cuda/std/functional>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -610,4 +616,149 @@ TEST_CASE("a scan whose scratch cannot fit is a cuda_error naming the call, devi
   CHECK(what.find("bytes") != std::string::npos);
   cohort::multi_device_inclusive_scan(one, x, cuda::std::plus<long long>{}); // fits again
   one.synchronize();
+}
+
+namespace {
+
+// A group of one runs one CUB scan of its shard; these check it against the host's sequential
+// scans for several element types, in place and into another buffer, inclusive and exclusive.
+const std::size_t one_member_sizes[] = {0, 1, 2, 3, 7919, 1000003, (std::size_t(1) << 20) + 3};
+
+// Values whose every partial sum is exact in T: integers from random_values (|v| <= 1000), and for
+// floating types small integers (partial sums of 2^20 of them stay below 2^24).
+template <class T>
+std::vector<T> exact_values(std::size_t n, unsigned seed) {
+  const auto ints = cohort::testing::random_values<int>(n, seed);
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = std::is_floating_point_v<T> ? T(ints[i] % 8) : T(ints[i]);
+  return v;
+}
+
+template <class T>
+void check_one_member_scans(unsigned seed) {
+  const auto one = cohort::testing::group_of(1);
+  const cuda::std::plus<T> plus;
+  for (std::size_t n : one_member_sizes) {
+    CAPTURE(n);
+    const auto in = exact_values<T>(n, seed + unsigned(n));
+    cohort::distributed_buffer<T> x(one, n), y(one, n);
+    x.copy_from_host(in);
+    y.fill_bytes(cohort::testing::poison_byte);
+    cohort::multi_device_inclusive_scan(one, x, y, cuda::std::plus<>{});
+    CHECK(first_difference(read_back(one, y), host_inclusive(in, plus)) == n);
+    y.fill_bytes(cohort::testing::poison_byte);
+    cohort::multi_device_exclusive_scan(one, x, y, T(3), cuda::std::plus<>{});
+    CHECK(first_difference(read_back(one, y), host_exclusive(in, T(3), plus)) == n);
+    CHECK(first_difference(read_back(one, x), in) == n); // the input is left alone
+    cohort::multi_device_inclusive_scan(one, x, cuda::std::plus<>{});
+    CHECK(first_difference(read_back(one, x), host_inclusive(in, plus)) == n);
+    x.copy_from_host(in);
+    cohort::multi_device_exclusive_scan(one, x, T(5), cuda::std::plus<>{});
+    CHECK(first_difference(read_back(one, x), host_exclusive(in, T(5), plus)) == n);
+  }
+}
+
+} // namespace
+
+TEST_CASE("a group of one scans as one CUB scan: several types, in place and into another buffer") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_one_member_scans<int>(101);
+  check_one_member_scans<unsigned>(102);
+  check_one_member_scans<long long>(103);
+  check_one_member_scans<unsigned long long>(104);
+  check_one_member_scans<float>(105);
+  check_one_member_scans<double>(106);
+}
+
+TEST_CASE("a group of one scans half and bfloat16 into float, through a transform and from f(i)") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const auto one = cohort::testing::group_of(1);
+  const cuda::std::plus<float> plus;
+  for (std::size_t n : one_member_sizes) {
+    CAPTURE(n);
+    const auto values = exact_values<float>(n, 111 + unsigned(n));
+    std::vector<__half> h(n);
+    std::vector<__nv_bfloat16> b(n);
+    std::vector<float> doubled(n), of_index(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      h[i] = __float2half(values[i]);
+      b[i] = __float2bfloat16(values[i]);
+      doubled[i] = 2 * values[i];
+      of_index[i] = float(i % 5);
+    }
+    cohort::distributed_buffer<__half> xh(one, n);
+    cohort::distributed_buffer<__nv_bfloat16> xb(one, n);
+    cohort::distributed_buffer<float> y(one, n);
+    xh.copy_from_host(h);
+    xb.copy_from_host(b);
+    // Numbers convert to the output's type, each element once.
+    y.fill_bytes(cohort::testing::poison_byte);
+    cohort::multi_device_inclusive_scan(one, xh, y, cuda::std::plus<>{});
+    CHECK(first_difference(read_back(one, y), host_inclusive(values, plus)) == n);
+    y.fill_bytes(cohort::testing::poison_byte);
+    cohort::multi_device_exclusive_scan(one, xb, y, 1.0f, cuda::std::plus<>{});
+    CHECK(first_difference(read_back(one, y), host_exclusive(values, 1.0f, plus)) == n);
+    y.fill_bytes(cohort::testing::poison_byte);
+    cohort::multi_device_inclusive_scan(one, xh, y, cuda::std::plus<>{},
+                                        [] __device__(__half v) { return 2 * __half2float(v); });
+    CHECK(first_difference(read_back(one, y), host_inclusive(doubled, plus)) == n);
+    y.fill_bytes(cohort::testing::poison_byte);
+    cohort::multi_device_exclusive_scan(one, cohort::indices(n), y, 0.0f, cuda::std::plus<>{},
+                                        [] __device__(std::size_t i) { return float(i % 5); });
+    CHECK(first_difference(read_back(one, y), host_exclusive(of_index, 0.0f, plus)) == n);
+  }
+}
+
+TEST_CASE("a group of one's scan captured into a graph replays in order with direct calls") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto one = cohort::testing::group_of(1);
+  const cuda::std::plus<long long> plus;
+  for (std::size_t n : {std::size_t(1000), (std::size_t(1) << 20) + 3}) {
+    CAPTURE(n);
+    std::vector<long long> expected(n, 1);
+    cohort::distributed_buffer<long long> x(one, n);
+    x.copy_from_host(expected);
+    // Captured, the scratch is the graph's own; direct calls between replays use the group's.
+    auto graph = cohort::group_graph::capture(
+        one, [&] { cohort::multi_device_inclusive_scan(one, x, plus); });
+    graph.launch();
+    cohort::multi_device_exclusive_scan(one, x, 2, plus);
+    graph.launch();
+    expected = host_inclusive(host_exclusive(host_inclusive(expected, plus), 2LL, plus), plus);
+    CHECK(first_difference(read_back(one, x), expected) == n);
+  }
+}
+
+// Once warm, a loop of scans allocates no device memory and makes no event: each member's scratch
+// and events are the group's, kept between calls.
+TEST_CASE("scans in a loop allocate nothing and make no events once warm") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 3u}) {
+    CAPTURE(members);
+    const auto group = cohort::testing::group_of(members);
+    const std::size_t n = (std::size_t(1) << 20) + 3;
+    std::vector<long long> in(n, 1);
+    cohort::distributed_buffer<long long> x(group, n), y(group, x.split());
+    cohort::distributed_buffer<unsigned long long> offsets(group, n);
+    x.copy_from_host(in);
+    const cuda::std::plus<long long> plus;
+    cohort::testing::check_steady_state(group, [&] {
+      cohort::multi_device_inclusive_scan(group, x, y, plus);
+      cohort::multi_device_exclusive_scan(group, x, y, 0, plus);
+      cohort::multi_device_exclusive_scan(group, cohort::indices(n), offsets, 0ull,
+                                          cuda::std::plus<>{},
+                                          [] __device__(std::size_t) { return 1ull; });
+      cohort::multi_device_inclusive_scan(group, y, plus); // in place
+    });
+    // The last call: the in-place inclusive scan of the exclusive scan of ones.
+    std::vector<long long> expected(n);
+    for (std::size_t i = 0; i < n; ++i)
+      expected[i] = static_cast<long long>(i) * static_cast<long long>(i + 1) / 2;
+    CHECK(first_difference(read_back(group, y), expected) == n);
+    std::vector<unsigned long long> counted(n);
+    for (std::size_t i = 0; i < n; ++i)
+      counted[i] = i;
+    CHECK(first_difference(read_back(group, offsets), counted) == n);
+  }
 }

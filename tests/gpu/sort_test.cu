@@ -5,8 +5,11 @@
 // following their keys stably; the same staged through host memory in several runs and pieces per
 // member, forced and as the fallback for too little device memory; distributed_views of the
 // user's own cudaMalloc memory; outputs poisoned first; bad arguments refused, and too little
-// memory reported as out of memory.
+// memory reported as out of memory. A group of one (CUB's sort alone): one- and two-byte keys too
+// (whose passes end in the scratch), sizes around CUB's single tile; and a loop of sorts that
+// allocates nothing and makes no event once warm.
 #include "scan_sort_checks.cuh"
+#include "steady_state.cuh"
 
 #include <doctest/doctest.h>
 
@@ -755,4 +758,80 @@ TEST_CASE("sorts of distributed_views over the user's cudaMalloc memory match th
             }
         }
     }
+}
+
+namespace {
+
+// A group of one sorts its shard with CUB alone; sizes around CUB's single tile and its passes.
+// One-byte keys take one pass of the radix sort and a single tile one kernel: each ends in the
+// scratch, and the result is copied back into the shard.
+const std::size_t one_member_sizes[] = {0, 1, 2, 3, 4, 7919, 1000003, (std::size_t(1) << 20) + 3};
+const pattern one_member_patterns[] = {pattern::random, pattern::few, pattern::reversed};
+
+template <class K>
+void check_one_member_sorts(unsigned seed) {
+  for (pattern kind : one_member_patterns)
+    for (std::size_t n : one_member_sizes) {
+      check_one_sort<K, false, false>(1, n, kind, seed);
+      check_one_sort<K, true, false>(1, n, kind, seed + 1);
+      check_one_sort<K, false, true>(1, n, kind, seed + 2);
+      check_one_sort<K, true, true>(1, n, kind, seed + 3);
+    }
+}
+
+} // namespace
+
+TEST_CASE("a group of one sorts as CUB does: one- and two-byte and integer keys") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_one_member_sorts<std::uint8_t>(201);
+  check_one_member_sorts<std::int8_t>(205);
+  check_one_member_sorts<std::uint16_t>(209);
+  check_one_member_sorts<std::int32_t>(213);
+  check_one_member_sorts<std::uint32_t>(217);
+  check_one_member_sorts<std::uint64_t>(221);
+}
+
+TEST_CASE("a group of one sorts as CUB does: floating-point keys") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  check_one_member_sorts<float>(225);
+  check_one_member_sorts<double>(229);
+  check_one_member_sorts<__half>(233);
+  check_one_member_sorts<__nv_bfloat16>(237);
+}
+
+TEST_CASE("a group of one sorts a user type by a comparator, stably, in place") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t n : one_member_sizes)
+    check_one_comparator_sort(1, n);
+}
+
+// Once warm, a loop of sorts on the devices allocates no device memory and makes no event: each
+// member's scratch (its sorted run, where the others read it) and events are the group's, kept
+// between calls. (A sort staged through host memory takes its page-locked memory per call.)
+TEST_CASE("sorts in a loop allocate nothing and make no events once warm") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 2u}) {
+    CAPTURE(members);
+    auto group = cohort::testing::group_of(members);
+    if (!group.enable_peer_access()) {
+      cohort::testing::skip("members without a peer path sort through host memory");
+      continue;
+    }
+    const std::size_t n = (std::size_t(1) << 20) + 3;
+    const std::vector<std::uint32_t> keys = make_keys<std::uint32_t>(n, pattern::random, 241);
+    std::vector<std::uint32_t> expected = keys;
+    std::sort(expected.begin(), expected.end());
+    cohort::distributed_buffer<std::uint32_t> k(group, n), v(group, k.split());
+    cohort::distributed_buffer<record> r(group, 100003);
+    k.copy_from_host(keys);
+    v.fill_bytes(0);
+    r.fill_bytes(0);
+    cohort::testing::check_steady_state(group, [&] {
+      cohort::multi_device_sort(group, k);
+      cohort::multi_device_sort(group, k, cohort::descending);
+      cohort::multi_device_sort_by_key(group, k, v);
+      cohort::multi_device_sort(group, r, by_key{});
+    });
+    CHECK(first_difference(read_back(group, k), expected) == n);
+  }
 }

@@ -214,6 +214,47 @@ class ReportTest(unittest.TestCase):
         # The views table does not take the place of the sort goal's table.
         self.assertEqual(verdicts["sort-2e30-uint32"]["result"], "1.67×")
 
+    def test_one_member_goals_read_their_own_tables(self):
+        scan_sort = ("## sort of uint32 keys: one GPU's cub::DeviceRadixSort vs multi_device_sort on 2 members\n\n"
+                     "| n | cub one GPU ms | cohort ms | ratio |\n| --- | --- | --- | --- |\n"
+                     "| 1073741824 | 100.0 | 60.0 | 1.67 |\n\n"
+                     "## group of one: scans against cub::DeviceScan, GPU 0\n\n"
+                     "| n | type | scan | cub ms | cohort ms | cub / cohort |\n"
+                     "| --- | --- | --- | --- | --- | --- |\n"
+                     "| 1048576 | float | inclusive | 0.020 | 0.020 | 0.990 |\n"
+                     "| 1073741824 | uint64 | exclusive | skipped: does not fit | | |\n\n"
+                     "## group of one: sorts against cub::DeviceRadixSort, GPU 0\n\n"
+                     "| n | keys | values | cub ms | cohort ms | cub / cohort |\n"
+                     "| --- | --- | --- | --- | --- | --- |\n"
+                     "| 1048576 | uint32 | none | 0.050 | 0.051 | 0.975 |\n"
+                     "| 1048576 | uint32 | uint32 | 0.080 | 0.079 | 1.010 |\n")
+        for_each = ("## group of one: sums, minima and maxima to the host (pending::wait) against "
+                    "cub::DeviceReduce, a copy to pinned memory and a wait, GPU 0\n\n"
+                    "| n | type | operation | cub us | cohort us | cub / cohort |\n"
+                    "| --- | --- | --- | --- | --- | --- |\n"
+                    "| 1048576 | float | sum | 30.0 | 25.0 | 1.200 |\n\n"
+                    "## group of one: sums, minima and maxima into device memory (device_result) "
+                    "against cub::DeviceReduce, in batches of 10 calls, GPU 0\n\n"
+                    "| n | type | operation | cub us | cohort us | cub / cohort |\n"
+                    "| --- | --- | --- | --- | --- | --- |\n"
+                    "| 1048576 | uint64 | max | 10.0 | 10.1 | 0.990 |\n\n"
+                    "## group of one: other operators, kept in order, into device memory against "
+                    "cub::DeviceReduce::Reduce with the same operator, in batches of 10 calls, GPU 0\n\n"
+                    "| n | type | operation | cub us | cohort us | cub / cohort |\n"
+                    "| --- | --- | --- | --- | --- | --- |\n"
+                    "| 1048576 | float | min | 10.0 | 10.4 | 0.962 |\n")
+        tables = {"scan_sort_bench": run.parse_tables(scan_sort),
+                  "for_each_bench": run.parse_tables(for_each)}
+        verdicts = {v["id"]: (v["result"], v["status"])
+                    for v in (run.judge(g, tables) for g in run.load_goals())}
+        self.assertEqual(verdicts["one-member-scan"], ("0.990–0.990 over 1 rows", "met"))
+        self.assertEqual(verdicts["one-member-sort"], ("0.975–1.010 over 2 rows", "missed"))
+        self.assertEqual(verdicts["one-member-reduce-to-host"], ("1.200–1.200 over 1 rows", "met"))
+        self.assertEqual(verdicts["one-member-reduce-on-device"], ("0.990–0.990 over 1 rows", "met"))
+        self.assertEqual(verdicts["one-member-reduce-in-order"], ("0.962–0.962 over 1 rows", "met"))
+        # The multi-GPU sort goal keeps its own table.
+        self.assertEqual(verdicts["sort-2e30-uint32"][0], "1.67×")
+
     def test_tables_as_data(self):
         tables = run.parse_tables(SYNTHETIC.read_text())
         data = run.as_data("p2p_bench", tables, ["# a note"])

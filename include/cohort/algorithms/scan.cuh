@@ -54,11 +54,16 @@
 // wider type than T (a float sum of __half), results can differ from one GPU's scan by T's
 // rounding of the carry at each shard boundary.
 //
+// A group of one runs its CUB scan alone (cub::DeviceScan's inclusive scan, or its exclusive one
+// seeded with init): no total, no carry, so it costs what cub::DeviceScan costs.
+//
 // Memory: besides the output, each member takes three values of T and CUB's temporary storage for
 // a scan of its shard (a few bytes per 1,000 elements), checked before anything is enqueued: a
 // member that cannot get them is a cohort::cuda_error (cudaErrorMemoryAllocation) naming the call,
-// the member's device and the bytes (not while the group's streams are being captured: a graph
-// allocates its scratch when it is launched).
+// the member's device and the bytes. The group keeps that scratch, and the events, for its next
+// calls (device_group::release_scratch gives the scratch back), so a loop of scans allocates and
+// creates nothing. Captured, the scratch is the graph's, allocated when it is launched (and not
+// checked now), so that nothing the group may free later is in the graph.
 #pragma once
 
 #include "../distributed/distributed_view.cuh"

@@ -34,11 +34,18 @@
 // the first round reading the parts where they lie, so every element crosses between GPUs at most
 // once.
 //
+// A group of one sorts its shard with CUB alone (no split table, no merge, no host wait), so it
+// costs what CUB's sort costs: the radix sort in its DoubleBuffer form between the shard and one
+// copy of scratch (where CUB's passes end in the scratch, an odd number of them, one copy brings
+// the result back), a comparator's sort in place; where that scratch does not fit, it sorts as
+// below, staged through host memory.
+//
 // Memory, on the devices: member k needs count(k) * (sizeof(key) + sizeof(value)) bytes (twice
 // that in groups of more than 2 members, whose merges take several rounds) plus CUB's temporary
 // storage (small for the radix sort; about count(k) * (sizeof(key) + sizeof(value)) for the
 // comparator's merge sort), and member 0 32 KiB more for the split table. So a radix sort over 2
-// members holds about twice its keys (and values) at the peak.
+// members holds about twice its keys (and values) at the peak. The group keeps that scratch, and
+// the events, for its next calls (device_group::release_scratch gives the scratch back).
 //
 // Staged through host memory: where two members have no peer path, or where that scratch does not
 // fit on some member's device, the sorted runs wait in page-locked host memory mapped into every
