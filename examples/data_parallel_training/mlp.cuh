@@ -246,6 +246,21 @@ inline cohort::launch_config grid_for(std::size_t n) {
           .block = threads};
 }
 
+// The mean loss of each of the first `steps` steps over the replicas (each with its losses and
+// compute stream), scaled per element as options `o` says; waits for the compute streams.
+template <class Replicas>
+std::vector<double> mean_losses(const Replicas& replicas, const options& o, int steps) {
+  std::vector<double> mean(static_cast<std::size_t>(steps), 0.0);
+  std::vector<float> host(static_cast<std::size_t>(o.warmup + o.steps));
+  for (const auto& r : replicas) {
+    r->losses[0].copy_to_host(host);
+    r->compute.synchronize();
+    for (int s = 0; s < steps; ++s)
+      mean[s] += host[s] / (static_cast<double>(o.batch) * o.width);
+  }
+  return mean;
+}
+
 // Every member's replica of the model, its part of the batch and its compute stream; T is the
 // storage type of the weights, activations and gradients.
 template <class T>
@@ -374,17 +389,7 @@ class basic_model {
   }
 
   // The mean loss of each step so far (waits for the compute streams).
-  std::vector<double> losses(int steps) const {
-    std::vector<double> mean(static_cast<std::size_t>(steps), 0.0);
-    std::vector<float> host(static_cast<std::size_t>(o_.warmup + o_.steps));
-    for (const auto& r : replicas_) {
-      r->losses[0].copy_to_host(host);
-      r->compute.synchronize();
-      for (int s = 0; s < steps; ++s)
-        mean[s] += host[s] / (static_cast<double>(o_.batch) * o_.width);
-    }
-    return mean;
-  }
+  std::vector<double> losses(int steps) const { return mlp::mean_losses(replicas_, o_, steps); }
 
   void synchronize() const {
     for (const auto& r : replicas_)
@@ -423,9 +428,10 @@ class basic_model {
 
 using model = basic_model<bf16>;
 
-// Times `steps` calls of `step` (host-timed, every stream idle at both ends), in ms per call.
-template <class T, class Step>
-double time_steps(const basic_model<T>& m, int first_step, int steps, Step&& step) {
+// Times `steps` calls of `step` (host-timed, every stream idle at both ends), in ms per call, of
+// any model with synchronize() (this one, or sharded_training's stage 3 model).
+template <class Model, class Step>
+double time_steps(const Model& m, int first_step, int steps, Step&& step) {
   m.synchronize();
   const auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s)

@@ -98,19 +98,6 @@ mlp::adam_step adam_at(int step, float rate) {
           1.0f - std::pow(beta2, static_cast<float>(step + 1))};
 }
 
-// Times `steps` calls of `step` (host-timed, every stream idle at both ends), in ms per call.
-template <class Model, class Step>
-double time_steps(const Model& m, int first_step, int steps, Step&& step) {
-  m.synchronize();
-  const auto start = std::chrono::steady_clock::now();
-  for (int s = 0; s < steps; ++s)
-    step(first_step + s);
-  m.synchronize();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-             .count() /
-         steps;
-}
-
 // `--stage 2|3` taken out of the arguments (mlp::options::parse reads the rest); 2 if not given.
 int take_stage(int& argc, char** argv) {
   int stage = 2;
@@ -215,7 +202,7 @@ run replicated(engines& e, mlp::model& model, const cohort::device_group& group,
   };
   for (int s = 0; s < o.warmup; ++s)
     step(s);
-  r.ms = time_steps(model, o.warmup, o.steps, step);
+  r.ms = mlp::time_steps(model, o.warmup, o.steps, step);
   r.losses = model.losses(o.warmup + o.steps);
   return r;
 }
@@ -256,7 +243,7 @@ run stage3(engines& e, const cohort::device_group& group, const mlp::options& o,
   };
   for (int s = 0; s < o.warmup; ++s)
     step(s);
-  r.ms = time_steps(model, o.warmup, o.steps, step);
+  r.ms = mlp::time_steps(model, o.warmup, o.steps, step);
   r.losses = model.losses(o.warmup + o.steps);
   r.transient = model.transient_peak();
   return r;

@@ -211,17 +211,7 @@ class model {
   }
 
   // The mean loss of each step so far (waits for the compute streams).
-  std::vector<double> losses(int steps) const {
-    std::vector<double> mean(static_cast<std::size_t>(steps), 0.0);
-    std::vector<float> host(static_cast<std::size_t>(o_.warmup + o_.steps));
-    for (const auto& r : replicas_) {
-      r->losses[0].copy_to_host(host);
-      r->compute.synchronize();
-      for (int s = 0; s < steps; ++s)
-        mean[s] += host[s] / (static_cast<double>(o_.batch) * o_.width);
-    }
-    return mean;
-  }
+  std::vector<double> losses(int steps) const { return mlp::mean_losses(replicas_, o_, steps); }
   void synchronize() const {
     for (const auto& r : replicas_)
       r->compute.synchronize();

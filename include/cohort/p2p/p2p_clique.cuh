@@ -82,7 +82,7 @@ class p2p_clique {
   explicit p2p_clique(const device_group& group, p2p_clique_options options = {})
       : devices_((detail::members_of(group, "p2p_clique"), group.devices()))
       , emulated_(group.is_emulated())
-      , faults_(devices_.front())
+      , faults_(devices_.front(), devices_.size())
       , options_(checked(options)) {
     if (group.size() > static_cast<std::size_t>(detail::p2p::max_ranks))
       detail::throw_invalid_argument("p2p_clique", "group",
@@ -175,12 +175,12 @@ class p2p_clique {
   // Whether the clique can no longer run calls: a peer did not arrive within the patience (check()
   // says which), or an earlier call's launch failed part-way, which leaves the members' epochs
   // apart for good. Every later call is refused: make a new clique.
-  bool broken() const noexcept { return broken_ || faults_.any_written(size()); }
+  bool broken() const noexcept { return broken_ || faults_.any_written(); }
 
   // Throws the p2p_error that a peer that did not arrive left (naming `call` as the host call that
   // found it); returns where none did. The clique's calls and the group's synchronize() check.
   void check(const char* call = "p2p_clique::check") const {
-    if (faults_.any_written(size())) [[unlikely]]
+    if (faults_.any_written()) [[unlikely]]
       throw p2p_error(call, faults_.waits(devices_));
   }
 
@@ -293,7 +293,7 @@ class p2p_clique {
     }
     e.counts = e.signals[rank] + detail::p2p::state_layout::counts;
     e.epochs = e.signals[rank] + detail::p2p::state_layout::epochs;
-    e.faults = faults_.on_device();
+    e.fault = faults_.of(rank);
     e.half_bytes = options_.one_shot_limit;
     e.patience_ns = detail::patience_nanoseconds(options_.patience);
     e.rank = static_cast<int>(rank);

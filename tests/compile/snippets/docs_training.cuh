@@ -1,6 +1,7 @@
 // The names docs/training.md's blocks use: a model's layers, their gradients and weights (one
 // span per member; bfloat16, and half for the loss scale), its backward pass and updates.
 #include "docs_common.cuh"
+#include "sharded_model.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,16 +15,6 @@ void update_block(cuda::std::span<__nv_bfloat16> block, cohort::stream_ref strea
 std::vector<cuda::std::span<__half>> half_gradients_of(int layer);
 std::vector<cuda::std::span<__half>> half_weights_of(int layer);
 void backward(int layer, std::vector<cohort::stream>& compute, const cohort::loss_scaler& scaler);
-// The sharded model of ZeRO stage 3's block: its layers' sizes and the members' shards.
-std::size_t count_of(int layer);
-std::vector<cuda::std::span<__nv_bfloat16>> weight_shards_of(int layer);
-std::vector<cuda::std::span<__nv_bfloat16>> gradient_shards_of(int layer);
-void forward(int layer, cohort::sharded_parameters<__nv_bfloat16>& params,
-             std::vector<cohort::stream>& compute);
-void backward(int layer, cohort::sharded_parameters<__nv_bfloat16>& params,
-              std::vector<cohort::stream>& compute);
-void update(cuda::std::span<__nv_bfloat16> weights, cuda::std::span<__nv_bfloat16> gradients,
-            cohort::stream_ref stream);
 #define COHORT_SNIPPET_PARAMETERS                                                                  \
-  cohort::device_group &group, cohort::p2p_clique &peers, std::vector<cohort::stream> &compute,   \
+  cohort::device_group &group, cohort::p2p_clique &peers, std::vector<cohort::stream>&compute,     \
       int layers, cohort::communicator &comm

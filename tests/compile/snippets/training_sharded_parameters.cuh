@@ -1,20 +1,8 @@
 // The names training/sharded_parameters.cuh's snippet uses: a model's layers (their sizes, the
 // members' shards of their weights and gradients, one span per member), its forward and backward
 // passes on the gathered weights, and the update of one member's shard.
-#include <cuda_bf16.h>
+#include "sharded_model.cuh"
 
-#include <cstddef>
-#include <vector>
-
-std::size_t count_of(int layer);
-std::vector<cuda::std::span<__nv_bfloat16>> weight_shards_of(int layer);
-std::vector<cuda::std::span<__nv_bfloat16>> gradient_shards_of(int layer);
-void forward(int layer, cohort::sharded_parameters<__nv_bfloat16>& params,
-             std::vector<cohort::stream>& compute);
-void backward(int layer, cohort::sharded_parameters<__nv_bfloat16>& params,
-              std::vector<cohort::stream>& compute);
-void update(cuda::std::span<__nv_bfloat16> weights, cuda::std::span<__nv_bfloat16> gradients,
-            cohort::stream_ref stream);
 #define COHORT_SNIPPET_PARAMETERS                                                                  \
   cohort::device_group &group, cohort::p2p_clique &peers, std::vector<cohort::stream>&compute,     \
       int layers

@@ -28,6 +28,7 @@ class group_watch {
     std::vector<std::function<void()>> checks;
     {
       const std::lock_guard lock(mutex_);
+      if (checks_.empty()) return; // most groups: nothing to copy
       for (const auto& c : checks_)
         checks.push_back(c.second);
     }

@@ -63,8 +63,8 @@ struct engine {
   // Every rank's one-shot scratch: two halves of `half_bytes` each.
   unsigned char* scratch[max_ranks];
   std::size_t half_bytes;
-  // Every rank's fault record, in host-mapped memory (fault.cuh).
-  fault_record* faults;
+  // This rank's fault record, in pinned host memory (fault.cuh).
+  fault_record* fault;
   unsigned long long patience_ns; // 0: wait for a peer as long as it takes
   int rank;
   int ranks; // 0 only for the no-op launch that loads a kernel (ensure_loaded)
@@ -105,8 +105,8 @@ __device__ inline void give_up(const engine& e, const give_up_at& at) {
   cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> mine(*stop_word(e, e.rank));
   std::uint64_t expected = running;
   if (mine.compare_exchange_strong(expected, gave_up, cuda::std::memory_order_acq_rel) &&
-      e.faults != nullptr) {
-    fault_record& f = e.faults[e.rank];
+      e.fault != nullptr) {
+    fault_record& f = *e.fault;
     f.rank = e.rank;
     f.peer = at.peer;
     f.block = at.block;

@@ -2,16 +2,16 @@
 // host-mapped memory, read without a CUDA call, and its ranks' progress, copied on streams of
 // their own.
 //
-// The records are recycled through a process-wide list once the clique's last kernels have ended:
-// a host function enqueued after them returns them (cudaFreeHost would wait for the device, and
-// a destructor never waits without a bound). Where it cannot be enqueued, they are left: a few
-// hundred bytes, never reused while a kernel may still write them.
+// The records go back to the process's pinned slots once the clique's last kernels have ended: a
+// host function enqueued after them gives them back (a destructor never waits without a bound).
+// Where it cannot be enqueued, they are left: never reused while a kernel may still write them.
 #pragma once
 
 #include "../../devices/device_ref.cuh"
 #include "../../devices/scoped_device.cuh"
 #include "../../errors/cuda_error.cuh"
 #include "../../errors/p2p_error.cuh"
+#include "../../memory/detail/pinned_slots.cuh"
 #include "../../streams/stream_ref.cuh"
 #include "../p2p_progress.cuh"
 #include "engine.cuh"
@@ -22,72 +22,66 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 namespace cohort::detail::p2p {
 
+// One record per rank, each a slot of the process's pinned slots (memory/detail/pinned_slots.cuh:
+// pinned host memory the GPUs reach through the same address).
 class fault_memory {
  public:
-  static constexpr std::size_t bytes = sizeof(fault_record) * max_ranks;
+  static_assert(sizeof(fault_record) <= pinned_slots::slot_bytes);
 
-  // Allocated, where it must be, with `device` current: no other device's context is made.
-  explicit fault_memory(device_ref device) {
+  // Taken, where it must be, with `device` current: no other device's context is made.
+  fault_memory(device_ref device, std::size_t ranks) {
     scoped_device on(device);
-    {
-      const std::lock_guard lock(list_mutex());
-      if (!free_list().empty()) {
-        records_ = free_list().back();
-        free_list().pop_back();
+    records_.reserve(ranks);
+    try {
+      for (std::size_t r = 0; r < ranks; ++r) {
+        records_.push_back(static_cast<fault_record*>(pinned_slots::instance().take()));
+        std::memset(static_cast<void*>(records_.back()), 0, sizeof(fault_record));
       }
+    } catch (...) {
+      give_back_now();
+      throw;
     }
-    if (records_ == nullptr) {
-      void* p = nullptr;
-      check_cuda(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
-                 "cudaHostAlloc (p2p fault records)", no_device);
-      records_ = static_cast<fault_record*>(p);
-    }
-    std::memset(static_cast<void*>(records_), 0, bytes);
-    void* on_device = nullptr;
-    if (const cudaError_t status = cudaHostGetDevicePointer(&on_device, records_, 0);
-        status != cudaSuccess) {
-      recycle(records_);
-      check_cuda(status, "cudaHostGetDevicePointer (p2p fault records)", no_device);
-    }
-    device_ = static_cast<fault_record*>(on_device);
   }
   fault_memory(const fault_memory&) = delete;
   fault_memory& operator=(const fault_memory&) = delete;
-  // Not retired (a clique whose construction failed before any kernel ran): back to the list now.
-  ~fault_memory() {
-    if (records_ != nullptr) recycle(records_);
-  }
+  // Not retired (a clique whose construction failed before any kernel ran): given back now.
+  ~fault_memory() { give_back_now(); }
 
-  fault_record* on_device() const noexcept { return device_; }
+  // Rank r's record, which only rank r's kernels write.
+  fault_record* of(std::size_t rank) const noexcept { return records_[rank]; }
 
-  // Back to the list once the work now on `s` has ended (every call of the clique, where the
-  // caller made `s` wait for them).
+  // Given back once the work now on `s` has ended (every call of the clique, where the caller made
+  // `s` wait for them), by host functions: no record is reused while a kernel may write it.
   void retire_after(stream_ref s) noexcept {
-    fault_record* records = std::exchange(records_, nullptr);
     try {
       scoped_device on(s.device());
-      ignore_cuda_error(cudaLaunchHostFunc(s.native_handle(), &recycle_callback, records));
-    } catch (...) { // left, never reused
+      while (!records_.empty()) {
+        const cudaError_t status =
+            cudaLaunchHostFunc(s.native_handle(), &give_back_callback, records_.back());
+        if (status != cudaSuccess) {
+          ignore_cuda_error(status);
+          break;
+        }
+        records_.pop_back();
+      }
+    } catch (...) {
     }
+    records_.clear(); // where a host function could not be enqueued: left, never reused
   }
-
   // Left for good: a kernel of the clique may still write them (its context is lost, say).
-  void abandon() noexcept { records_ = nullptr; }
+  void abandon() noexcept { records_.clear(); }
 
   // The records written so far, as p2p_error's waits, the first to give up first.
   std::vector<p2p_wait> waits(const std::vector<device_ref>& devices) const {
     std::vector<p2p_wait> all;
     std::vector<std::uint64_t> at;
-    for (std::size_t r = 0; r < devices.size(); ++r) {
-      const fault_record& f = records_[r];
-      if (std::atomic_ref<unsigned>(const_cast<unsigned&>(f.written))
-              .load(std::memory_order_acquire) == 0)
-        continue;
+    for (std::size_t r = 0; r < records_.size(); ++r) {
+      if (!written(r)) continue;
+      const fault_record& f = *records_[r];
       p2p_wait w;
       w.rank = f.rank;
       w.device = devices[r].get();
@@ -105,36 +99,26 @@ class fault_memory {
     }
     return all;
   }
-  bool any_written(std::size_t ranks) const noexcept {
-    for (std::size_t r = 0; r < ranks; ++r)
-      if (std::atomic_ref<unsigned>(const_cast<unsigned&>(records_[r].written))
-              .load(std::memory_order_acquire) != 0)
-        return true;
+  bool any_written() const noexcept {
+    for (std::size_t r = 0; r < records_.size(); ++r)
+      if (written(r)) return true;
     return false;
   }
 
  private:
-  static std::mutex& list_mutex() {
-    static std::mutex m;
-    return m;
+  bool written(std::size_t r) const noexcept {
+    return std::atomic_ref<unsigned>(records_[r]->written).load(std::memory_order_acquire) != 0;
   }
-  static std::vector<fault_record*>& free_list() {
-    static std::vector<fault_record*> list;
-    return list;
+  void give_back_now() noexcept {
+    for (fault_record* record : records_)
+      pinned_slots::instance().give_back(record);
+    records_.clear();
   }
-  static void recycle(fault_record* records) noexcept {
-    try {
-      const std::lock_guard lock(list_mutex());
-      free_list().push_back(records);
-    } catch (...) { // left, never reused
-    }
-  }
-  static void CUDART_CB recycle_callback(void* records) {
-    recycle(static_cast<fault_record*>(records));
+  static void CUDART_CB give_back_callback(void* record) {
+    pinned_slots::instance().give_back(record);
   }
 
-  fault_record* records_ = nullptr;
-  fault_record* device_ = nullptr;
+  std::vector<fault_record*> records_;
 };
 
 // Rank r's progress, copied from its state (`state` is the start of the rank's state) on a stream
