@@ -45,17 +45,20 @@ while (($#)); do
 done
 exec > >(tee -a "$out/gpu_check.log") 2>&1
 status=0
-step() { # step LOG COMMAND...: runs COMMAND into $work/LOG.log; a failure is recorded, not fatal
-  local log=$1 rc=0; shift
+# ctest's log goes straight to $out: a call cut off at the device's time limit still returns it.
+logfile() { [[ $1 == ctest ]] && echo "$out/ctest.log" || echo "$work/$1.log"; }
+step() { # step LOG COMMAND...: runs COMMAND into its log; a failure is recorded, not fatal
+  local log=$1 rc=0 file; shift
+  file=$(logfile "$log")
   echo "== $log: $*"
-  "$@" >>"$work/$log.log" 2>&1 || rc=$?
+  "$@" >>"$file" 2>&1 || rc=$?
   if ((rc)); then # 128 + n: killed by signal n (137: the OOM killer)
-    echo "!! $log failed (exit status $rc); its log ends:"; tail -n 30 "$work/$log.log"
+    echo "!! $log failed (exit status $rc); its log ends:"; tail -n 30 "$file"
     status=1; return 1
   fi
 }
 finish() {
-  for f in ctest examples_run sanitizer; do [[ -f $work/$f.log ]] && cp "$work/$f.log" "$out/"; done
+  for f in examples_run sanitizer; do [[ -f $work/$f.log ]] && cp "$work/$f.log" "$out/"; done
   [[ -f $out/examples_run.log ]] && mv "$out/examples_run.log" "$out/examples.log"
   [[ -f $work/report/summary.md ]] && cp "$work/report/summary.md" "$out/summary.md"
   tar -czf "$out/logs.tar.gz" -C "$work" . && rm -rf "$work"
@@ -75,7 +78,7 @@ fi
 
 if ((tests)); then # everything but the examples in parallel, then the examples one at a time
   step ctest ctest --preset test -j 8 -LE example
-  grep -E "tests passed|tests failed|\(Failed\)|Not Run|Timeout" "$work/ctest.log" | tail -12
+  grep -E "tests passed|tests failed|\(Failed\)|Not Run|Timeout" "$out/ctest.log" | tail -12
   step examples env OUT="$work" scripts/run_examples.sh
   tail -n 3 "$work/examples.log"
 fi
