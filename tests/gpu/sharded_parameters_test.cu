@@ -174,14 +174,23 @@ struct fixture {
   }
   // Elements of member i's outputs that are not the reference (the weights of round `round`, the
   // gradients' mean or sum of round `gradient_round`), and elements of the gaps that are not poison.
+  // The first few are reported, with where they are and what they hold.
   std::size_t wrong(std::size_t i, int round, int gradient_round, bool average) {
     std::size_t bad = 0;
+    auto count = [&](bool ok, const char* what, std::size_t l, std::size_t at, T got) {
+      if (ok) return;
+      if (++bad <= 4)
+        MESSAGE("member " << i << ": " << what << " of layer " << l << ", element " << at
+                          << ", holds " << as_double(got));
+    };
     const std::vector<T> got = read(seen[i], i);
     for (std::size_t l = 0; l < layer_sizes.size(); ++l) {
       for (std::size_t e = 0; e < layer_sizes[l]; ++e)
-        bad += as_double(got[seen_at[l] + e]) == weight(round, l, e) ? 0 : 1;
+        count(as_double(got[seen_at[l] + e]) == weight(round, l, e), "weight", l, e,
+              got[seen_at[l] + e]);
       for (std::size_t k = 0; k < gap; ++k)
-        bad += is_poison(got[seen_at[l] + layer_sizes[l] + k]) ? 0 : 1;
+        count(is_poison(got[seen_at[l] + layer_sizes[l] + k]), "gap after the weights", l, k,
+              got[seen_at[l] + layer_sizes[l] + k]);
     }
     const std::vector<T> g = read(gradients[i], i);
     for (std::size_t l = 0; l < layer_sizes.size(); ++l) {
@@ -191,10 +200,12 @@ struct fixture {
         if (k < layer_sizes[l])
           for (std::size_t q = 0; q < ranks; ++q)
             s += gradient(gradient_round, q, l, k);
-        bad += close(g[shard_at[l] + j], average ? s / static_cast<double>(ranks) : s) ? 0 : 1;
+        count(close(g[shard_at[l] + j], average ? s / static_cast<double>(ranks) : s),
+              "gradient shard", l, j, g[shard_at[l] + j]);
       }
       for (std::size_t k = 0; k < gap; ++k)
-        bad += is_poison(g[shard_at[l] + blocks[l] + k]) ? 0 : 1;
+        count(is_poison(g[shard_at[l] + blocks[l] + k]), "gap after the gradient shard", l, k,
+              g[shard_at[l] + blocks[l] + k]);
     }
     return bad;
   }
@@ -489,7 +500,7 @@ TEST_CASE("sharded_parameters refuses bad input and misuse before it enqueues an
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(params.release(0), doctest::Contains("is not gathered"),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(params.reduce_gradients(0), doctest::Contains("holds no gradients"),
+  CHECK_THROWS_WITH_AS(params.reduce_gradients(0), doctest::Contains("holds no gradient buffer"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(params.gather(1, cohort::gather_for::backward),
                        doctest::Contains("argument 'purpose'"), std::invalid_argument);
@@ -521,7 +532,7 @@ TEST_CASE("sharded_parameters refuses bad input and misuse before it enqueues an
   CHECK_THROWS_WITH_AS(params.gather(0, cohort::gather_for::backward),
                        doctest::Contains("call reduce_gradients(0) first"), std::invalid_argument);
   params.reduce_gradients(0);
-  CHECK_THROWS_WITH_AS(params.reduce_gradients(0), doctest::Contains("holds no gradients"),
+  CHECK_THROWS_WITH_AS(params.reduce_gradients(0), doctest::Contains("holds no gradient buffer"),
                        std::invalid_argument);
   CHECK(held() == before);
   params.finish();

@@ -115,7 +115,9 @@ TEST_CASE("a null buffer is refused as null before CUDA is asked about it") {
   // Without a GPU (or a driver) CUDA cannot be asked at all: the answer must still be the
   // argument error, not a CUDA error from cudaPointerGetAttributes.
   try {
-    cohort::detail::require_memory_of(cohort::device_ref{0}, nullptr, 16, "all_reduce", "send");
+    const cohort::device_ref d{0};
+    cohort::detail::require_memory_of(d, nullptr, 16, "all_reduce", "send",
+                                      cohort::stream_ref::legacy_default(d));
     FAIL("a null buffer of 16 bytes passed");
   } catch (const std::invalid_argument& e) {
     CHECK(contains(e.what(), "cohort::all_reduce: argument 'send': is null"));

@@ -8,6 +8,7 @@
 #include "../distributed/on_each_shard.cuh"
 #include "../errors/argument_error.cuh"
 #include "../errors/cuda_error.cuh"
+#include "../streams/stream_ref.cuh"
 
 #include <array>
 #include <concepts>
@@ -52,11 +53,14 @@ inline auto indexed(std::string_view argument, std::size_t index) {
 // its allocation holds and runs off the device's mapped memory. (One that runs only into free
 // pool space or a neighbouring allocation of the device cannot be told apart: CUDA answers for an
 // address, not for an allocation.)
+// Memory a graph allocates (cudaMallocAsync while `stream` is captured) has its address but no
+// memory behind it until the graph runs: CUDA reports it as no memory at all, so on a capturing
+// `stream` such an address is taken unchecked. (`stream` is asked only then.)
 // cudaPointerGetAttributes costs about a microsecond, so each thread remembers the last 32 ranges
 // found good: a collective called in a loop on the same buffers asks once.
 template <lazy_text Argument>
 void require_memory_of(device_ref device, const void* p, std::size_t bytes,
-                       std::string_view function, const Argument& argument) {
+                       std::string_view function, const Argument& argument, stream_ref stream) {
   if (bytes == 0) return;
   struct range {
     const void* begin = nullptr;
@@ -79,6 +83,7 @@ void require_memory_of(device_ref device, const void* p, std::size_t bytes,
     throw_invalid_argument(function, text_of(argument),
                            "is memory of device " + std::to_string(attributes.device) +
                                "; this call runs on " + where() + " and needs its memory there.");
+  if (attributes.type == cudaMemoryTypeUnregistered && stream.is_capturing()) return;
   if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
     throw_invalid_argument(function, text_of(argument),
                            "is host memory; it must be memory of " + where() +

@@ -58,10 +58,13 @@ class device_pool_resource {
   void* allocate_async(std::size_t bytes, std::size_t, cuda::stream_ref stream) {
     void* p = nullptr;
     const cudaError_t status = cudaMallocAsync(&p, bytes, stream.get());
-    if (status == cudaErrorMemoryAllocation)
+    if (status == cudaErrorMemoryAllocation) {
       ignore_cuda_error(status); // reported by the caller
-    else
-      check_cuda(status, "cudaMallocAsync");
+    } else if (status != cudaSuccess) [[unlikely]] {
+      int device = no_device; // the stream's, current during the call (memory_resource_ref)
+      ignore_cuda_error(cudaGetDevice(&device));
+      check_cuda(status, "cudaMallocAsync", device);
+    }
     return p;
   }
   void deallocate_async(void* p, std::size_t, std::size_t, cuda::stream_ref stream) noexcept {

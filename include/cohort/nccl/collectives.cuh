@@ -141,9 +141,9 @@ inline void require_call(communicator_ref comm, stream_ref stream, std::string_v
 
 // `data` is memory of the communicator's device (not null, not host memory, not another GPU's).
 template <class T>
-void require_on_device(communicator_ref comm, cuda::std::span<T> data, std::string_view function,
-                       std::string_view argument) {
-  require_memory_of(comm.device(), data.data(), data.size_bytes(), function, argument);
+void require_on_device(communicator_ref comm, stream_ref stream, cuda::std::span<T> data,
+                       std::string_view function, std::string_view argument) {
+  require_memory_of(comm.device(), data.data(), data.size_bytes(), function, argument, stream);
 }
 
 inline void require_rank(communicator_ref comm, int rank, std::string_view function,
@@ -194,8 +194,8 @@ void all_reduce(communicator_ref comm, stream_ref stream, cuda::std::span<S> sen
                                  comm.rank());
   detail::require_call(comm, stream, "all_reduce");
   detail::require_count(recv.size(), send.size(), "all_reduce", "recv", "the size of 'send'");
-  detail::require_on_device(comm, send, "all_reduce", "send");
-  detail::require_on_device(comm, recv, "all_reduce", "recv");
+  detail::require_on_device(comm, stream, send, "all_reduce", "send");
+  detail::require_on_device(comm, stream, recv, "all_reduce", "recv");
   detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                 "all_reduce");
   scoped_device on(comm.device());
@@ -220,8 +220,8 @@ void reduce(communicator_ref comm, stream_ref stream, cuda::std::span<S> send,
   detail::require_call(comm, stream, "reduce");
   detail::require_rank(comm, root, "reduce", "root");
   detail::require_count(recv.size(), send.size(), "reduce", "recv", "the size of 'send'");
-  detail::require_on_device(comm, send, "reduce", "send");
-  if (comm.rank() == root) detail::require_on_device(comm, recv, "reduce", "recv");
+  detail::require_on_device(comm, stream, send, "reduce", "send");
+  if (comm.rank() == root) detail::require_on_device(comm, stream, recv, "reduce", "recv");
   detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                 "reduce");
   scoped_device on(comm.device());
@@ -241,8 +241,8 @@ void broadcast(communicator_ref comm, stream_ref stream, cuda::std::span<S> send
   detail::require_call(comm, stream, "broadcast");
   detail::require_rank(comm, root, "broadcast", "root");
   detail::require_count(recv.size(), send.size(), "broadcast", "recv", "the size of 'send'");
-  if (comm.rank() == root) detail::require_on_device(comm, send, "broadcast", "send");
-  detail::require_on_device(comm, recv, "broadcast", "recv");
+  if (comm.rank() == root) detail::require_on_device(comm, stream, send, "broadcast", "send");
+  detail::require_on_device(comm, stream, recv, "broadcast", "recv");
   detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                 "broadcast");
   using w = detail::wire<T>;
@@ -268,8 +268,8 @@ void all_gather(communicator_ref comm, stream_ref stream, cuda::std::span<S> sen
   detail::require_call(comm, stream, "all_gather");
   detail::require_count(recv.size(), send.size() * comm.size(), "all_gather", "recv",
                         "size() times the size of 'send'");
-  detail::require_on_device(comm, send, "all_gather", "send");
-  detail::require_on_device(comm, recv, "all_gather", "recv");
+  detail::require_on_device(comm, stream, send, "all_gather", "send");
+  detail::require_on_device(comm, stream, recv, "all_gather", "recv");
   // In place is send == recv + rank * count; any other overlap is an error.
   if (send.data() != recv.data() + send.size() * comm.rank())
     detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
@@ -292,8 +292,8 @@ void reduce_scatter(communicator_ref comm, stream_ref stream, cuda::std::span<S>
   detail::require_call(comm, stream, "reduce_scatter");
   detail::require_count(send.size(), recv.size() * comm.size(), "reduce_scatter", "send",
                         "size() times the size of 'recv'");
-  detail::require_on_device(comm, send, "reduce_scatter", "send");
-  detail::require_on_device(comm, recv, "reduce_scatter", "recv");
+  detail::require_on_device(comm, stream, send, "reduce_scatter", "send");
+  detail::require_on_device(comm, stream, recv, "reduce_scatter", "recv");
   if (recv.data() != send.data() + recv.size() * comm.rank())
     detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                   "reduce_scatter");
@@ -313,7 +313,7 @@ void send(communicator_ref comm, stream_ref stream, cuda::std::span<S> data, int
                                  comm.rank());
   detail::require_call(comm, stream, "send");
   detail::require_rank(comm, peer, "send", "peer");
-  detail::require_on_device(comm, data, "send", "data");
+  detail::require_on_device(comm, stream, data, "send", "data");
   using w = detail::wire<T>;
   scoped_device on(comm.device());
   detail::check_call(ncclSend(data.data(), data.size() * w::per_element, w::type, peer,
@@ -328,7 +328,7 @@ void recv(communicator_ref comm, stream_ref stream, cuda::std::span<T> data, int
                                  peer, comm.rank());
   detail::require_call(comm, stream, "recv");
   detail::require_rank(comm, peer, "recv", "peer");
-  detail::require_on_device(comm, data, "recv", "data");
+  detail::require_on_device(comm, stream, data, "recv", "data");
   using w = detail::wire<T>;
   scoped_device on(comm.device());
   detail::check_call(ncclRecv(data.data(), data.size() * w::per_element, w::type, peer,

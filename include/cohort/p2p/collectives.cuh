@@ -198,7 +198,7 @@ void reduce(p2p_clique& peers, const std::vector<cuda::std::span<S>>& send,
   detail::require_count(recv[root].size(), count, "reduce (p2p)", "recv",
                         "the root's span, the size of a span of 'send'");
   detail::require_memory_of(peers.device(root), recv[root].data(), recv[root].size_bytes(),
-                            "reduce (p2p)", detail::indexed("recv", root));
+                            "reduce (p2p)", detail::indexed("recv", root), peers.stream(root));
   const auto in = detail::p2p::pointers<const T>(send);
   detail::p2p::per_rank<T> out{};
   out.of[root] = recv[root].data();

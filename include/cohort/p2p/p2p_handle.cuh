@@ -125,8 +125,9 @@ p2p_handle<T> p2p_handle_for(const p2p_clique& peers, const std::vector<cuda::st
       return "every member's shard must be as large as member 0's (shard " + std::to_string(i) +
              ")";
     });
-    detail::require_memory_of(peers.device(i), spans[i].data(), spans[i].size_bytes(), function,
-                              [&] { return "buffer's shard " + std::to_string(i); });
+    detail::require_memory_of(
+        peers.device(i), spans[i].data(), spans[i].size_bytes(), function,
+        [&] { return "buffer's shard " + std::to_string(i); }, peers.stream(i));
   }
   p2p_handle<T> h;
   h.e_ = detail::p2p::clique_access::engine_for(peers, rank);

@@ -20,14 +20,14 @@
 namespace cohort::detail::p2p {
 
 // Each span is memory of its member's device (for an emulated group, the one device). `Members`
-// answers size() and device(i): a p2p_clique, or the engine of gradient_buckets.
+// answers size(), device(i) and stream(i): a p2p_clique, or the engine of gradient_buckets.
 template <class Members, class T>
 void require_on_members(const Members& peers, const std::vector<cuda::std::span<T>>& spans,
                         std::string_view function, std::string_view argument) {
   require_count(spans.size(), peers.size(), function, argument, "one span per member");
   for (std::size_t i = 0; i < spans.size(); ++i)
     require_memory_of(peers.device(i), spans[i].data(), spans[i].size_bytes(), function,
-                      indexed(argument, i));
+                      indexed(argument, i), peers.stream(i));
 }
 
 template <class T>
