@@ -63,24 +63,38 @@ bool completes_within(const cohort::event& e, std::chrono::milliseconds limit) {
   return true;
 }
 
-// The buffer's elements, read on a stream of their own (the buffer's stream may be held), within
-// `limit`.
+// Pinned host memory for read_aside, allocated before a stream is held and freed after: freeing
+// pinned memory may wait for the whole device, the held stream included.
+class pinned_bytes {
+ public:
+  explicit pinned_bytes(std::size_t bytes) {
+    REQUIRE(cudaMallocHost(&p_, bytes == 0 ? 1 : bytes) == cudaSuccess);
+  }
+  ~pinned_bytes() { (void)cudaFreeHost(p_); }
+  pinned_bytes(const pinned_bytes&) = delete;
+  pinned_bytes& operator=(const pinned_bytes&) = delete;
+  void* get() const noexcept { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+// The buffer's elements, read through `staging` on a stream of their own (the buffer's stream may
+// be held), within `limit`.
 template <class T>
-std::vector<T> read_aside(const cohort::device_buffer<T>& x, std::chrono::milliseconds limit) {
+std::vector<T> read_aside(const cohort::device_buffer<T>& x, const pinned_bytes& staging,
+                          std::chrono::milliseconds limit) {
   std::vector<T> out(x.size());
   if (x.empty()) return out;
   cohort::stream side(x.device());
   cohort::scoped_device on(x.device());
-  void* pinned = nullptr;
-  REQUIRE(cudaMallocHost(&pinned, x.size_bytes()) == cudaSuccess);
-  REQUIRE(cudaMemcpyAsync(pinned, x.data(), x.size_bytes(), cudaMemcpyDeviceToHost,
+  REQUIRE(cudaMemcpyAsync(staging.get(), x.data(), x.size_bytes(), cudaMemcpyDeviceToHost,
                           side.native_handle()) == cudaSuccess);
   cohort::event done(x.device());
   done.record(side);
   const bool read = completes_within(done, limit);
-  if (read) std::memcpy(out.data(), pinned, x.size_bytes());
-  side.synchronize(); // before the pinned memory is freed (the read waits behind nothing held)
-  (void)cudaFreeHost(pinned);
+  if (read) std::memcpy(out.data(), staging.get(), x.size_bytes());
+  side.synchronize(); // before the staging memory is reused (the read waits behind nothing held)
   REQUIRE_MESSAGE(read, "reading the target on a stream of its own took more than the limit");
   return out;
 }
@@ -93,12 +107,13 @@ void copy_while_held(const cohort::device_buffer<float>& from, cohort::device_bu
                      cohort::stream_ref on, cohort::stream_ref held,
                      const std::vector<float>& expected) {
   using namespace std::chrono_literals;
+  const pinned_bytes staging(to.size_bytes());
+  cohort::event done(on.device());
   cohort::testing::held_stream hold(held);
   from.copy_to(to, on);
-  cohort::event done(on.device());
   done.record(on);
   CHECK_MESSAGE(completes_within(done, 5s), "the copy waited for the held stream");
-  const std::vector<float> got = read_aside(to, 5s);
+  const std::vector<float> got = read_aside(to, staging, 5s);
   CHECK_MESSAGE(hold.busy(), "the held stream was released before the copy was checked");
   hold.release();
   CHECK(same_bits(expected, got));

@@ -28,7 +28,13 @@ using clock_type = std::chrono::steady_clock;
 using cohort::p2p_handle;
 
 constexpr unsigned grid = 2, block = 128;
-const std::size_t count = 1000;
+const std::size_t count = 1000; // elements per member
+
+// A buffer of `n` elements on each member (a buffer's size is its members' total).
+template <class T>
+cohort::distributed_buffer<T> each_holding(const cohort::device_group& group, std::size_t n) {
+  return cohort::distributed_buffer<T>(group, n * group.size());
+}
 
 // Short natively; under the sanitizers (which set COHORT_TEST_ROUNDS_DIVISOR) a barrier that
 // passes may spin this long, so the faulty clique waits longer there.
@@ -106,7 +112,7 @@ void check_every_device_works(const cohort::device_group& group) {
 // against the host's sums.
 void check_new_clique_is_exact(const cohort::device_group& group, int calls) {
   cohort::p2p_clique peers(group, {.patience = cohort::testing::patience()});
-  cohort::distributed_buffer<int> x(group, count), y(group, count);
+  auto x = each_holding<int>(group, count), y = each_holding<int>(group, count);
   std::vector<long long> want(count, 0);
   for (std::size_t r = 0; r < group.size(); ++r) {
     const auto values = cohort::testing::random_values<int>(count, 17 + static_cast<unsigned>(r));
@@ -146,7 +152,7 @@ void load_all_reduce(cohort::p2p_clique& peers, cohort::distributed_buffer<int>&
 // Member `missing`'s stream held while the others all_reduce: they give up on it.
 void member_cannot_start(const cohort::device_group& group, std::size_t missing) {
   cohort::p2p_clique peers(group, {.patience = fault_patience()});
-  cohort::distributed_buffer<int> x(group, count);
+  auto x = each_holding<int>(group, count);
   x.fill_bytes(0);
   load_all_reduce(peers, x);
   {
@@ -204,7 +210,7 @@ using user_kernel = void (*)(p2p_handle<int>, int, int*);
 void user_kernel_fault(const cohort::device_group& group, user_kernel kernel, bool cooperative,
                        int odd, const std::string& in_call) {
   cohort::p2p_clique peers(group, {.patience = fault_patience()});
-  cohort::distributed_buffer<int> x(group, count), verdicts(group, grid);
+  auto x = each_holding<int>(group, count), verdicts = each_holding<int>(group, grid);
   x.fill_bytes(0);
   verdicts.fill_bytes(cohort::testing::poison_byte);
   const auto since = clock_type::now();
@@ -301,7 +307,7 @@ TEST_CASE("a graph replayed on a stopped clique does nothing, and the error is r
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   cohort::p2p_clique peers(group, {.patience = fault_patience()});
-  cohort::distributed_buffer<int> x(group, count), y(group, count);
+  auto x = each_holding<int>(group, count), y = each_holding<int>(group, count);
   x.fill_bytes(0);
   load_all_reduce(peers, x);
   cohort::group_graph graph = cohort::group_graph::capture(
@@ -328,7 +334,7 @@ TEST_CASE("progress() answers from another thread while a call waits for ever") 
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   cohort::p2p_clique peers(group, {.patience = cohort::p2p_clique_options::wait_forever});
-  cohort::distributed_buffer<int> x(group, count);
+  auto x = each_holding<int>(group, count);
   x.fill_bytes(0);
   load_all_reduce(peers, x);
   std::vector<cohort::p2p_rank_progress> seen;

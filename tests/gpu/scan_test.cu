@@ -582,6 +582,11 @@ TEST_CASE("a scan whose scratch cannot fit is a cuda_error naming the call, devi
   const cohort::device_ref d{0};
   auto one = cohort::device_group::emulated(d, 1);
   cohort::distributed_buffer<long long> x(one, std::size_t(1) << 30); // 8 GiB
+  // A scan of a few values first: loading CUB's kernels takes device memory too, and a kernel that
+  // cannot load is another error than scratch that does not fit.
+  cohort::distributed_buffer<long long> few(one, 1000);
+  few.fill_bytes(0);
+  cohort::multi_device_inclusive_scan(one, few, cuda::std::plus<long long>{});
   one.synchronize();
   cohort::scoped_device on(d);
   cudaMemPool_t pool = nullptr;
