@@ -111,7 +111,7 @@ struct fixture {
                      sizes[b], round, static_cast<int>(i), hold);
   }
   std::vector<T> read(const cohort::device_buffer<T>& buffer, std::size_t i) {
-    std::vector<T> host(total);
+    std::vector<T> host(buffer.size());
     buffer.copy_to_host(host);
     compute[i].synchronize();
     return host;
@@ -445,7 +445,7 @@ TEST_CASE("gradient_buckets refuses ready where its streams are not in one captu
 
   CHECK_THROWS_WITH_AS(
       cohort::group_graph::capture(f.group, [&] { buckets.ready(0); }),
-      doctest::Contains("cohort::gradient_buckets::ready: member 0's clique stream"),
+      doctest::Contains("cohort::gradient_buckets::ready: member 0's collectives' stream"),
       std::logic_error);
 
   // Nothing was handed over: the bucket still can be, outside any capture.

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <string>
 
 namespace {
 
@@ -177,7 +178,7 @@ struct fixture {
   // The first few are reported, with where they are and what they hold.
   std::size_t wrong(std::size_t i, int round, int gradient_round, bool average) {
     std::size_t bad = 0;
-    auto count = [&](bool ok, const char* what, std::size_t l, std::size_t at, T got) {
+    auto count = [&](bool ok, const std::string& what, std::size_t l, std::size_t at, T got) {
       if (ok) return;
       if (++bad <= 4)
         MESSAGE("member " << i << ": " << what << " of layer " << l << ", element " << at

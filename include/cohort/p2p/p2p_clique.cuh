@@ -80,19 +80,10 @@ class p2p_clique {
   // Every member of `group` must reach every other's memory directly: peer access is enabled
   // here (and refused, naming the pair, where the hardware has no peer path).
   explicit p2p_clique(const device_group& group, p2p_clique_options options = {})
-      : devices_((detail::members_of(group, "p2p_clique"), group.devices()))
+      : devices_(checked_devices(group))
       , emulated_(group.is_emulated())
       , faults_(devices_.front(), devices_.size())
       , options_(checked(options)) {
-    if (group.size() > static_cast<std::size_t>(detail::p2p::max_ranks))
-      detail::throw_invalid_argument("p2p_clique", "group",
-                                     "has " + std::to_string(group.size()) +
-                                         " members; the peer-to-peer engine takes at most " +
-                                         std::to_string(detail::p2p::max_ranks) +
-                                         " (one NVLink domain). Use NCCL for more.");
-    detail::refuse_capture(group, "p2p_clique",
-                           "making a clique allocates and zeroes its state, then waits for that",
-                           "Make the clique before the capture.");
     detail::require_peer_paths(group, "p2p_clique",
                                "the peer-to-peer engine needs every pair to reach the other's "
                                "memory. Use the NCCL clique for this group.");
@@ -268,6 +259,21 @@ class p2p_clique {
     return static_cast<std::size_t>(limit);
   }
 
+  // The group's devices, once it is known to be one a clique can be made over: checked before
+  // anything is allocated (the fault records take pinned memory, which a capture refuses).
+  static std::vector<device_ref> checked_devices(const device_group& group) {
+    detail::members_of(group, "p2p_clique");
+    if (group.size() > static_cast<std::size_t>(detail::p2p::max_ranks))
+      detail::throw_invalid_argument("p2p_clique", "group",
+                                     "has " + std::to_string(group.size()) +
+                                         " members; the peer-to-peer engine takes at most " +
+                                         std::to_string(detail::p2p::max_ranks) +
+                                         " (one NVLink domain). Use NCCL for more.");
+    detail::refuse_capture(group, "p2p_clique",
+                           "making a clique allocates and zeroes its state, then waits for that",
+                           "Make the clique before the capture.");
+    return group.devices();
+  }
   static p2p_clique_options checked(p2p_clique_options options) {
     if (options.one_shot_limit > max_one_shot_limit)
       detail::throw_invalid_argument(
