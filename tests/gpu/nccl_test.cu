@@ -164,6 +164,38 @@ TEST_CASE("a one-rank communicator runs every collective, its calls blocking or 
   }
 }
 
+// NCCL's one-rank kernel for an average splits the count over its blocks in 16-byte units rounded
+// down: 100,004 floats over its 25 blocks stopped at 100,000, leaving the last four unwritten.
+TEST_CASE("a one-rank average writes every element, whatever the count") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  const cohort::device_ref d{0};
+  auto comm = cohort::communicator::create(cohort::unique_id::create(), 1, 0, d, 60s);
+  cohort::stream s(d);
+  for (std::size_t n : {std::size_t{100004}, std::size_t{65540}, std::size_t{1000003}}) {
+    CAPTURE(n);
+    const auto values = cohort::testing::random_values<float>(n, 11);
+    cohort::device_buffer<float> send(n, s), recv(n, s);
+    send.copy_from_host(values);
+    auto check = [&](const char* call) {
+      std::vector<float> got(n);
+      recv.copy_to_host(got);
+      s.synchronize();
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += got[i] != values[i];
+      CHECK_MESSAGE(wrong == 0, call);
+      recv.fill_bytes(cohort::testing::poison_byte);
+    };
+    recv.fill_bytes(cohort::testing::poison_byte);
+    cohort::all_reduce(comm, s, std::as_const(send).span(), recv.span(), cohort::avg);
+    check("all_reduce");
+    cohort::reduce(comm, s, std::as_const(send).span(), recv.span(), cohort::avg, 0);
+    check("reduce");
+    cohort::reduce_scatter(comm, s, std::as_const(send).span(), recv.span(), cohort::avg);
+    check("reduce_scatter");
+  }
+}
+
 TEST_CASE("broadcast, all_gather, send and recv move bitwise copyable types NCCL has no type for") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const std::size_t n = 7919;

@@ -174,6 +174,14 @@ constexpr void require_movable() {
                 "or cohort::bitwise_copyable specialized for it).");
 }
 
+// The operator NCCL is handed. Over one rank an average is the sum, and NCCL copies a sum, while
+// its one-rank kernel for an average (a pre-multiplied sum) leaves the last elements of some
+// counts unwritten: it splits the count over its blocks in 16-byte units rounded down (100,004
+// floats over 25 blocks stop at 100,000).
+inline ncclRedOp_t op_for(ncclRedOp_t op, communicator_ref comm) noexcept {
+  return op == ncclAvg && comm.size() == 1 ? ncclSum : op;
+}
+
 // After a call on a non-blocking communicator: inside an nccl_group the group's end waits for it;
 // alone, an ncclInProgress answer is waited out here (bounded by the communicator's time-out).
 inline void check_call(ncclResult_t result, std::string_view call, communicator_ref comm) {
@@ -199,8 +207,9 @@ void all_reduce(communicator_ref comm, stream_ref stream, cuda::std::span<S> sen
   detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                 "all_reduce");
   scoped_device on(comm.device());
-  detail::check_call(ncclAllReduce(send.data(), recv.data(), send.size(), nccl_type_v<T>, nccl,
-                                   comm.native_handle(), stream.native_handle()),
+  detail::check_call(ncclAllReduce(send.data(), recv.data(), send.size(), nccl_type_v<T>,
+                                   detail::op_for(nccl, comm), comm.native_handle(),
+                                   stream.native_handle()),
                      "ncclAllReduce", comm);
 }
 template <class T, class Op>
@@ -225,8 +234,9 @@ void reduce(communicator_ref comm, stream_ref stream, cuda::std::span<S> send,
   detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                 "reduce");
   scoped_device on(comm.device());
-  detail::check_call(ncclReduce(send.data(), recv.data(), send.size(), nccl_type_v<T>, nccl, root,
-                                comm.native_handle(), stream.native_handle()),
+  detail::check_call(ncclReduce(send.data(), recv.data(), send.size(), nccl_type_v<T>,
+                                detail::op_for(nccl, comm), root, comm.native_handle(),
+                                stream.native_handle()),
                      "ncclReduce", comm);
 }
 
@@ -298,8 +308,9 @@ void reduce_scatter(communicator_ref comm, stream_ref stream, cuda::std::span<S>
     detail::require_apart_or_same(send.data(), send.size_bytes(), recv.data(), recv.size_bytes(),
                                   "reduce_scatter");
   scoped_device on(comm.device());
-  detail::check_call(ncclReduceScatter(send.data(), recv.data(), recv.size(), nccl_type_v<T>, nccl,
-                                       comm.native_handle(), stream.native_handle()),
+  detail::check_call(ncclReduceScatter(send.data(), recv.data(), recv.size(), nccl_type_v<T>,
+                                       detail::op_for(nccl, comm), comm.native_handle(),
+                                       stream.native_handle()),
                      "ncclReduceScatter", comm);
 }
 
