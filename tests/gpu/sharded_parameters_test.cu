@@ -178,11 +178,11 @@ struct fixture {
   // The first few are reported, with where they are and what they hold.
   std::size_t wrong(std::size_t i, int round, int gradient_round, bool average) {
     std::size_t bad = 0;
-    auto count = [&](bool ok, const std::string& what, std::size_t l, std::size_t at, T got) {
+    auto count = [&](bool ok, const char* what, std::size_t l, std::size_t at, T got) {
       if (ok) return;
       if (++bad <= 4)
-        MESSAGE("member " << i << ": " << what << " of layer " << l << ", element " << at
-                          << ", holds " << as_double(got));
+        MESSAGE("member " << i << ": " << std::string(what) << " of layer " << l << ", element "
+                          << at << ", holds " << as_double(got));
     };
     const std::vector<T> got = read(seen[i], i);
     for (std::size_t l = 0; l < layer_sizes.size(); ++l) {
