@@ -16,14 +16,19 @@
 //      benchmark's own that keeps everything (the group keeps its scratch between calls, so the
 //      two should match);
 //   8. a group of one against cub::DeviceReduce, 2^20 to 2^30 elements: sums, minima and maxima
-//      to the host and into device memory, and operators kept in order (one_member_reduce.cuh).
-// 6 and 7 run on a group of one GPU and on every GPU (an emulated pair where one is visible), the
+//      to the host and into device memory, and operators kept in order (one_member_reduce.cuh);
+//   9. the element form at the memory roofline: v = a·v + b in place on float, double, uint32 and
+//      half, against the copy bandwidth measured beside it, and against a kernel of this program's
+//      own that calls f on register copies loaded and stored 16 bytes at a time (what the element
+//      form could reach if it gave up the element's address, as cub::DeviceFor::ForEachCopyN does).
+// 6, 7 and 9 run on a group of one GPU and on every GPU (an emulated pair where one is visible), the
 // size argument's elements per GPU. Prints Markdown tables.
 // Usage: for_each_bench [elements per GPU, default 2^28]
 #include "one_member_reduce.cuh"
 #include "timing.cuh"
 
 #include <cub/device/device_reduce.cuh>
+#include <cuda_fp16.h>
 #include <thrust/execution_policy.h>
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
@@ -34,6 +39,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -275,7 +281,30 @@ rows host_overhead(cohort::device_ref d0) {
       "cohort::multi_device_for_each over indices, group of 1",
       bench::host_us_per_call(
           [&] { cohort::multi_device_for_each(one, cohort::indices(1), nothing{}); }, group_sync));
+  // A pair (emulated on one GPU, the same calls as two GPUs but for the device switch) against a
+  // launch on each member's stream.
+  cohort::device_group pair = cohort::device_group::emulated(d0, 2);
+  const cudaStream_t raw_pair[2] = {pair.stream(0).native_handle(), pair.stream(1).native_handle()};
+  auto pair_sync = [&] { pair.synchronize(); };
+  r.emplace_back("cudaSetDevice + kernel<<<1,1>>> on each of 2 streams (baseline)",
+                 bench::host_us_per_call(
+                     [&] {
+                       for (cudaStream_t member : raw_pair) {
+                         cudaSetDevice(0);
+                         nothing_kernel<<<1, 1, 0, member>>>();
+                       }
+                     },
+                     pair_sync));
+  r.emplace_back(
+      "cohort::multi_device_for_each over indices, emulated pair",
+      bench::host_us_per_call(
+          [&] { cohort::multi_device_for_each(pair, cohort::indices(2), nothing{}); }, pair_sync));
   return r;
+}
+
+// Whether a row of host_overhead is a baseline: the rows after it are measured against it.
+[[maybe_unused]] bool is_baseline(const std::string& name) {
+  return name.rfind("cudaSetDevice", 0) == 0;
 }
 
 // The rows of for_each_bench_nvtx_off (built beside this program with COHORT_NVTX=0), which
@@ -301,6 +330,83 @@ rows host_overhead(cohort::device_ref d0) {
   if (pclose(pipe) != 0) r.clear();
   return r;
 }
+
+#if !COHORT_BENCH_HOST_OVERHEAD_ONLY
+// v = a·v + b on any element type section 9 measures (the integers wrap; the others stay near 1).
+struct affine {
+  template <class T>
+  __device__ void operator()(T& v) const {
+    if constexpr (std::is_integral_v<T>)
+      v = v * 3u + 1u;
+    else if constexpr (std::is_floating_point_v<T>)
+      v = T(0.9999) * v + T(0.0001);
+    else
+      v = T(0.9999f * float(v) + 0.0001f);
+  }
+};
+
+// f on register copies of the elements, 16 bytes loaded and stored at a time by each thread of a
+// grid-stride loop; the last n % (16 / sizeof(T)) elements one by one. `data` is 16-byte aligned.
+template <class T, class F>
+__global__ void __launch_bounds__(256) register_copy_kernel(T* data, std::size_t n, F f) {
+  constexpr std::size_t per = 16 / sizeof(T);
+  struct alignas(16) pack {
+    T v[per];
+  };
+  pack* packs = reinterpret_cast<pack*>(data);
+  const std::size_t whole = n / per;
+  const std::size_t first = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = first; i < whole; i += stride) {
+    pack p = packs[i];
+#pragma unroll
+    for (std::size_t j = 0; j < per; ++j)
+      f(p.v[j]);
+    packs[i] = p;
+  }
+  if (first < n - whole * per) f(data[whole * per + first]);
+}
+
+// One row of section 9: T's element form on `group` against the copy bandwidth and the
+// register-copy kernel, each over the same bytes.
+template <class T>
+void roofline_row(const group_kind& kind, const char* type, cohort::stream_ref origin) {
+  cohort::device_group group = kind.make();
+  const std::size_t n = kind.elements;
+  cohort::distributed_buffer<T> x(group, n);
+  x.fill_bytes(0);
+  cohort::device_buffer<T> from(n, origin), to(n, origin);
+  from.fill_bytes(0);
+  group.synchronize();
+  origin.synchronize();
+  const double bytes = 2.0 * n * sizeof(T); // every element read and written once
+  const double copy_ms = bench::time_ms(origin, [&] {
+    cohort::check_cuda(cudaMemcpyAsync(to.data(), from.data(), n * sizeof(T),
+                                       cudaMemcpyDeviceToDevice, origin.native_handle()),
+                       "cudaMemcpyAsync");
+  });
+  const double cohort_ms = bench::time_ms(origin, [&] {
+    group.fork(origin);
+    cohort::multi_device_for_each(group, x, affine{});
+    group.join(origin);
+  });
+  const double kernel_ms = bench::time_ms(origin, [&] {
+    group.fork(origin);
+    cohort::on_each_shard(x, [&](cohort::shard<T> sh) {
+      if (sh.data.empty()) return;
+      const unsigned grid = 8 * group.sm_count(sh.rank); // 256 threads: 2048 resident per SM
+      cohort::scoped_device on(sh.device);
+      register_copy_kernel<<<grid, 256, 0, sh.stream.native_handle()>>>(sh.data.data(),
+                                                                        sh.data.size(), affine{});
+      cohort::check_cuda(cudaGetLastError(), "register_copy_kernel", sh.device.get());
+    });
+    group.join(origin);
+  });
+  std::printf("| %s | %s | %.0f | %.0f | %.3f | %.3f |\n", type, kind.name.c_str(),
+              gbps(bytes, copy_ms), gbps(bytes, cohort_ms), copy_ms / cohort_ms,
+              copy_ms / kernel_ms);
+}
+#endif
 
 } // namespace
 
@@ -410,11 +516,15 @@ int main(int argc, char** argv) {
     const auto on = host_overhead(d0);
     const auto off = nvtx_off_rows(argc > 0 ? argv[0] : "");
     std::printf("\n## host time per call on a 1-element range, GPU 0, NVTX ranges on and off\n\n");
-    std::printf("| version | us per call | us per call, COHORT_NVTX=0 | NVTX on - off us |\n");
-    std::printf("| --- | --- | --- | --- |\n");
+    std::printf("| version | us per call | over the baseline us | us per call, COHORT_NVTX=0 | "
+                "NVTX on - off us |\n");
+    std::printf("| --- | --- | --- | --- | --- |\n");
+    double baseline = 0;
     for (std::size_t i = 0; i < on.size(); ++i) {
-      const bool have = i < off.size();
-      std::printf("| %s | %.2f | %s | %s |\n", on[i].first.c_str(), on[i].second,
+      const bool have = i < off.size(), base = is_baseline(on[i].first);
+      if (base) baseline = on[i].second;
+      std::printf("| %s | %.2f | %s | %s | %s |\n", on[i].first.c_str(), on[i].second,
+                  base ? "-" : bench_cell(on[i].second - baseline).c_str(),
                   have ? bench_cell(off[i].second).c_str() : "-",
                   have ? bench_cell(on[i].second - off[i].second).c_str() : "-");
     }
@@ -561,6 +671,20 @@ int main(int argc, char** argv) {
 
   // 8. A group of one against cub::DeviceReduce.
   one_member::tables(s, 30);
+
+  // 9. The element form at the memory roofline: the same bytes copied by cudaMemcpyAsync on one
+  // stream (read once, written once, as the element form reads and writes each element).
+  std::printf("\n## element form at the memory roofline: v = a*v + b in place, %zu elements per "
+              "GPU, against a device-to-device copy of as many bytes\n\n",
+              n);
+  std::printf("| element | group | copy GB/s | cohort GB/s | cohort vs copy | register-copy "
+              "kernel vs copy |\n| --- | --- | --- | --- | --- | --- |\n");
+  for (const group_kind& kind : kinds) {
+    roofline_row<float>(kind, "float", s);
+    roofline_row<double>(kind, "double", s);
+    roofline_row<std::uint32_t>(kind, "uint32", s);
+    roofline_row<__half>(kind, "half", s);
+  }
   return 0;
 }
 #endif

@@ -255,6 +255,32 @@ class ReportTest(unittest.TestCase):
         # The multi-GPU sort goal keeps its own table.
         self.assertEqual(verdicts["sort-2e30-uint32"][0], "1.67×")
 
+    def test_roofline_and_host_time_goals_read_their_own_tables(self):
+        for_each = ("## y = a*x + y, 268435456 floats (3.00 GiB moved per call), GPU 0\n\n"
+                    "| version | ms | GB/s | vs thrust | vs copy bandwidth (4000 GB/s) |\n"
+                    "| --- | --- | --- | --- | --- |\n"
+                    "| thrust::for_each (baseline) | 1.000 | 3500 | 1.000 | 0.890 |\n\n"
+                    "## host time per call on a 1-element range, GPU 0, NVTX ranges on and off\n\n"
+                    "| version | us per call | over the baseline us | us per call, COHORT_NVTX=0 | "
+                    "NVTX on - off us |\n| --- | --- | --- | --- | --- |\n"
+                    "| cudaSetDevice + kernel<<<1,1>>> (baseline) | 2.00 | - | 2.00 | 0.00 |\n"
+                    "| cohort::launch of the same kernel | 2.50 | 0.50 | 2.40 | 0.10 |\n"
+                    "| cudaSetDevice + kernel<<<1,1>>> on each of 2 streams (baseline) | 4.00 | - | - | - |\n"
+                    "| cohort::multi_device_for_each over indices, emulated pair | 5.20 | 1.20 | - | - |\n\n"
+                    "## element form at the memory roofline: v = a*v + b in place, 268435456 "
+                    "elements per GPU, against a device-to-device copy of as many bytes\n\n"
+                    "| element | group | copy GB/s | cohort GB/s | cohort vs copy | register-copy "
+                    "kernel vs copy |\n| --- | --- | --- | --- | --- | --- |\n"
+                    "| float | 1 GPU | 4000 | 3600 | 0.900 | 0.980 |\n"
+                    "| half | emulated pair on GPU 0 | 4000 | 3880 | 0.970 | 0.990 |\n")
+        verdicts = {v["id"]: (v["result"], v["status"])
+                    for v in (run.judge(g, {"for_each_bench": run.parse_tables(for_each)})
+                              for g in run.load_goals())}
+        # The roofline goal reads its own table, not the index form's copy-bandwidth column.
+        self.assertEqual(verdicts["for_each-roofline"], ("0.900–0.970 over 2 rows", "missed"))
+        # Each row is measured against the baseline above it; baselines are not judged.
+        self.assertEqual(verdicts["host-time-per-call"], ("0.50–1.20 µs over 2 rows", "missed"))
+
     def test_tables_as_data(self):
         tables = run.parse_tables(SYNTHETIC.read_text())
         data = run.as_data("p2p_bench", tables, ["# a note"])
