@@ -367,56 +367,6 @@ __global__ void __launch_bounds__(256) register_copy_kernel(T* data, std::size_t
   if (first < n - whole * per) f(data[whole * per + first]);
 }
 
-// Marks `v` as used, at no cost: the loads that read it stay in the program until the compiler
-// has handed their values to f (which reads the same addresses), and are dropped where it cannot.
-template <class T>
-__device__ void keep(const T& v) {
-  if constexpr (sizeof(T) == 8) {
-    unsigned long long bits;
-    memcpy(&bits, &v, 8);
-    asm volatile("" ::"l"(bits));
-  } else if constexpr (sizeof(T) == 4) {
-    unsigned bits;
-    memcpy(&bits, &v, 4);
-    asm volatile("" ::"r"(bits));
-  } else if constexpr (sizeof(T) == 2) {
-    unsigned short bits;
-    memcpy(&bits, &v, 2);
-    asm volatile("" ::"h"(bits));
-  }
-}
-
-// f on the elements themselves (references to memory, as the element form promises), each
-// thread taking `items` elements a block's width apart and reading them all before it calls f on
-// the first: the compiler hands f the values read (no write between can reach them), so that
-// `items` loads are in flight per thread where a plain loop has one. Grid-stride.
-template <class T, class F>
-__global__ void __launch_bounds__(256) preloading_kernel(T* data, std::size_t n, F f) {
-  constexpr unsigned block = 256, items = sizeof(T) >= 32       ? 1
-                                          : 32 / sizeof(T) > 16 ? 16
-                                                                : 32 / sizeof(T);
-  constexpr std::size_t tile = std::size_t(block) * items;
-  for (std::size_t base = std::size_t(blockIdx.x) * tile; base < n;
-       base += std::size_t(gridDim.x) * tile) {
-    T* p = data + base + threadIdx.x;
-    if (n - base >= tile) {
-      T values[items];
-#pragma unroll
-      for (unsigned j = 0; j < items; ++j)
-        values[j] = p[j * block];
-#pragma unroll
-      for (unsigned j = 0; j < items; ++j)
-        f(p[j * block]);
-#pragma unroll
-      for (unsigned j = 0; j < items; ++j)
-        keep(values[j]);
-    } else {
-      for (unsigned j = 0; j < items; ++j)
-        if (base + threadIdx.x + j * block < n) f(p[j * block]);
-    }
-  }
-}
-
 // One row of section 9: T's element form on `group` against the copy bandwidth and the
 // register-copy kernel, each over the same bytes.
 template <class T>
@@ -452,21 +402,9 @@ void roofline_row(const group_kind& kind, const char* type, cohort::stream_ref o
     });
     group.join(origin);
   });
-  const double preloading_ms = bench::time_ms(origin, [&] {
-    group.fork(origin);
-    cohort::on_each_shard(x, [&](cohort::shard<T> sh) {
-      if (sh.data.empty()) return;
-      const unsigned grid = 8 * group.sm_count(sh.rank);
-      cohort::scoped_device on(sh.device);
-      preloading_kernel<<<grid, 256, 0, sh.stream.native_handle()>>>(sh.data.data(), sh.data.size(),
-                                                                     affine{});
-      cohort::check_cuda(cudaGetLastError(), "preloading_kernel", sh.device.get());
-    });
-    group.join(origin);
-  });
-  std::printf("| %s | %s | %.0f | %.0f | %.3f | %.3f | %.3f |\n", type, kind.name.c_str(),
+  std::printf("| %s | %s | %.0f | %.0f | %.3f | %.3f |\n", type, kind.name.c_str(),
               gbps(bytes, copy_ms), gbps(bytes, cohort_ms), copy_ms / cohort_ms,
-              copy_ms / kernel_ms, copy_ms / preloading_ms);
+              copy_ms / kernel_ms);
 }
 #endif
 
@@ -739,10 +677,8 @@ int main(int argc, char** argv) {
   std::printf("\n## element form at the memory roofline: v = a*v + b in place, %zu elements per "
               "GPU, against a device-to-device copy of as many bytes\n\n",
               n);
-  std::printf(
-      "| element | group | copy GB/s | cohort GB/s | cohort vs copy | register-copy "
-      "kernel vs copy | preloading kernel vs copy |\n| --- | --- | --- | --- | --- | --- | --- "
-      "|\n");
+  std::printf("| element | group | copy GB/s | cohort GB/s | cohort vs copy | register-copy "
+              "kernel vs copy |\n| --- | --- | --- | --- | --- | --- |\n");
   for (const group_kind& kind : kinds) {
     roofline_row<float>(kind, "float", s);
     roofline_row<double>(kind, "double", s);

@@ -8,6 +8,9 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
 
 namespace {
 
@@ -22,6 +25,8 @@ struct bump {
     if constexpr (std::is_same_v<T, body>) {
       v.mass = 2.0f * v.mass + 1.0f;
       v.hits += 1;
+    } else if constexpr (std::is_integral_v<T>) {
+      v = static_cast<T>(2 * v + 1); // in int: narrowed modulo 2^bits, never out of range
     } else {
       v = static_cast<T>(2.0f * static_cast<float>(v) + 1.0f);
     }
@@ -48,6 +53,8 @@ template <class T>
 T reference(T v) {
   if constexpr (std::is_same_v<T, body>)
     return body{2.0f * v.mass + 1.0f, v.hits + 1};
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(2 * v + 1);
   else
     return static_cast<T>(2.0f * static_cast<float>(v) + 1.0f);
 }
@@ -64,9 +71,10 @@ const std::size_t sizes[] = {0, 1, 2, 3, 5, 7919, 1000003};
 TYPE_TO_STRING(body);
 TYPE_TO_STRING(__half);
 TYPE_TO_STRING(__nv_bfloat16);
+TYPE_TO_STRING(__nv_fp8_e4m3);
 
 TEST_CASE_TEMPLATE("multi_device_for_each applies f to every element once", T, float, double, int,
-                   __half, __nv_bfloat16, body) {
+                   __half, __nv_bfloat16, __nv_fp8_e4m3, std::uint8_t, body) {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t members : {1u, 2u, 3u, 4u}) {
     auto group = cohort::testing::group_of(members);
@@ -132,6 +140,55 @@ TEST_CASE("multi_device_for_each over a const buffer calls f(const T&) on every 
       std::size_t wrong = 0;
       for (std::size_t i = 0; i < n; ++i)
         wrong += !same(got[i], 2.0f * in[i] + 1.0f) + !same(kept[i], in[i]);
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+namespace {
+
+// Writes each element's own index within its shard, found from its address: a copy of the element
+// (a register a kernel loaded it into) would have no address in the shard.
+struct own_index {
+  static constexpr std::size_t most = 4;
+  const double* base[most] = {};
+  std::size_t count[most] = {};
+  __device__ void operator()(double& v) const {
+    bool found = false;
+    for (std::size_t k = 0; k < most; ++k)
+      if (&v >= base[k] && &v < base[k] + count[k]) {
+        v = static_cast<double>(&v - base[k]);
+        found = true;
+      }
+    if (!found) v = -1.0;
+  }
+};
+
+} // namespace
+
+TEST_CASE("multi_device_for_each hands f(T&) the element itself, not a copy") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 3u}) {
+    auto group = cohort::testing::group_of(members);
+    for (std::size_t n : sizes) {
+      CAPTURE(members);
+      CAPTURE(n);
+      cohort::distributed_buffer<double> x(group, n);
+      x.fill_bytes(cohort::testing::poison_byte);
+      own_index f;
+      REQUIRE(members <= own_index::most);
+      for (std::size_t k = 0; k < members; ++k) {
+        f.base[k] = x.shard(k).data.data();
+        f.count[k] = x.shard(k).data.size();
+      }
+      cohort::multi_device_for_each(group, x, f);
+      std::vector<double> got(n);
+      x.copy_to_host(got);
+      group.synchronize();
+      std::size_t wrong = 0;
+      for (std::size_t k = 0; k < members; ++k)
+        for (std::size_t i = 0; i < x.shard(k).data.size(); ++i)
+          wrong += got[x.shard(k).offset + i] != static_cast<double>(i);
       CHECK(wrong == 0);
     }
   }

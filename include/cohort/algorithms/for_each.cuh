@@ -15,8 +15,9 @@
 //   cohort::for_each_n(stream, n, [=] __device__(std::size_t i) { y[i] = a * in[i] + y[i]; });
 //
 // Every form enqueues on the group's (or the given) streams and returns without waiting; the
-// kernels are CUB's DeviceFor (what thrust::for_each runs), instantiated in the caller's
-// translation unit. `f` may be an extended __device__ lambda or a function object holding state
+// kernels are instantiated in the caller's translation unit: the index forms run CUB's DeviceFor
+// (what thrust::for_each runs), the element form a kernel of cohort's that keeps several elements'
+// reads in flight per thread (detail/for_each_kernels.cuh), f still taking each element itself. `f` may be an extended __device__ lambda or a function object holding state
 // by value. Order it after other streams' work with `group.fork(origin)`. An index range split by
 // an adaptive_balancer times each member's share and moves work toward the faster members on
 // later calls (never waiting for the timings); that form is refused under capture.
@@ -27,13 +28,16 @@
 #include "../distributed/indices.cuh"
 #include "../distributed/on_each_shard.cuh"
 #include "../execution/adaptive_balancer.cuh"
+#include "../execution/launch.cuh"
 #include "../execution/on_each.cuh"
+#include "detail/for_each_kernels.cuh"
 
 #include <cub/device/device_for.cuh>
 
 #include <algorithm>
 #include <cstddef>
 #include <string_view>
+#include <type_traits>
 
 namespace cohort {
 
@@ -77,7 +81,7 @@ void for_each_n(stream_ref stream, std::size_t n, F f) {
 // f(element) for every element of `range` (a distributed buffer or view), each on the device that
 // owns it: f(T&), or f(const T&) where the elements are const (a const buffer, a view of const
 // elements: a pass that reads them and writes elsewhere; an f that takes T& does not compile
-// there, failing inside CUB).
+// there). The reference is the element's own: f may take its address.
 template <distributed_range Range, class F>
 void multi_device_for_each(const device_group& group, Range&& range, F f) {
   const detail::nvtx_range whole("multi_device_for_each", "%zu items, %zu members", range.size(),
@@ -89,9 +93,12 @@ void multi_device_for_each(const device_group& group, Range&& range, F f) {
     const detail::nvtx_range part("multi_device_for_each", "member %zu: %zu items", k,
                                   s.data.size());
     if (s.data.empty()) continue;
-    scoped_device on(s.device);
-    check_cuda(cub::DeviceFor::ForEachN(s.data.data(), s.data.size(), f, s.stream.native_handle()),
-               "cub::DeviceFor::ForEachN (multi_device_for_each)", s.device.get());
+    using element = std::remove_reference_t<decltype(*s.data.data())>;
+    launch(s.stream,
+           {.grid = detail::for_each_grid<element>(s.data.size(), group.sm_count(k)),
+            .block = detail::for_each_block,
+            .name = "cohort::multi_device_for_each (elements)"},
+           detail::for_each_elements<element, F>, s.data.data(), s.data.size(), f);
   }
 }
 
