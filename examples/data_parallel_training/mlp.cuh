@@ -59,18 +59,30 @@ struct options {
   unsigned comm_blocks = 32; // blocks per GPU the collectives may use (0: half of the SMs)
   bool nccl = false;         // the gradients reduced through NCCL instead of the p2p engine
   bool fp16 = false;         // also a half run with a dynamic loss scale (data_parallel_training)
+  // data_parallel_training's one process per GPU (--nccl under a launcher):
+  bool one_rank = false; // in a world of one rank on GPU 0, without a launcher
+  std::string id_file;   // where rank 0 leaves the NCCL id for the others (empty: the default)
 
   // --layers L --width H --batch R --micro-batches M --steps S --comm-blocks B --nccl --fp16
+  // --one-rank --id-file PATH
   static options parse(int argc, char** argv) {
     options o;
     for (int a = 1; a < argc; a += 2) {
       const std::string name = argv[a];
-      if (name == "--nccl" || name == "--fp16") {
-        (name == "--nccl" ? o.nccl : o.fp16) = true;
+      bool* const flag = name == "--nccl"       ? &o.nccl
+                         : name == "--fp16"     ? &o.fp16
+                         : name == "--one-rank" ? &o.one_rank
+                                                : nullptr;
+      if (flag != nullptr) {
+        *flag = true;
         --a; // a flag: no value follows
         continue;
       }
       if (a + 1 >= argc) throw std::invalid_argument("option " + name + " needs a value");
+      if (name == "--id-file") {
+        o.id_file = argv[a + 1];
+        continue;
+      }
       const int value = std::atoi(argv[a + 1]);
       if (name == "--layers")
         o.layers = value;
@@ -247,7 +259,9 @@ inline cohort::launch_config grid_for(std::size_t n) {
 }
 
 // The mean loss of each of the first `steps` steps over the replicas (each with its losses and
-// compute stream), scaled per element as options `o` says; waits for the compute streams.
+// compute stream), scaled per element as options `o` says; waits for the compute streams. Each
+// replica's sum is divided by the whole batch's elements, so that where a process holds part of
+// the batch the sum of every process's values is the mean.
 template <class Replicas>
 std::vector<double> mean_losses(const Replicas& replicas, const options& o, int steps) {
   std::vector<double> mean(static_cast<std::size_t>(steps), 0.0);
@@ -261,20 +275,28 @@ std::vector<double> mean_losses(const Replicas& replicas, const options& o, int 
   return mean;
 }
 
+// The part of the batch one process holds: part `index` of `count` equal parts, which its
+// members split between them. One process per GPU holds part comm.rank() of comm.size(); one
+// process driving every GPU, the whole batch.
+struct batch_part {
+  std::size_t index = 0;
+  std::size_t count = 1;
+};
+
 // Every member's replica of the model, its part of the batch and its compute stream; T is the
 // storage type of the weights, activations and gradients.
 template <class T>
 class basic_model {
  public:
-  basic_model(const cohort::device_group& group, const options& o)
+  basic_model(const cohort::device_group& group, const options& o, batch_part part = {})
       : o_(o)
       , members_(group.size())
-      , rows_(static_cast<std::size_t>(o.batch) / group.size())
+      , rows_(static_cast<std::size_t>(o.batch) / (group.size() * part.count))
       , micro_rows_(rows_ / static_cast<std::size_t>(o.micro_batches))
       , area_(static_cast<std::size_t>(o.width) * o.width) {
-    // Each layer padded to a multiple of 8 elements per member: every member's block of it
-    // (sharded_training) starts 16-byte aligned, as the collectives' wide path wants.
-    const std::size_t unit = 8 * members_;
+    // Each layer padded to a multiple of 8 elements per member of every part: every member's
+    // block of it (sharded_training) starts 16-byte aligned, as the collectives' wide path wants.
+    const std::size_t unit = 8 * members_ * part.count;
     stride_ = (area_ + unit - 1) / unit * unit;
     const std::size_t activation = micro_rows_ * o.width;
     for (std::size_t i = 0; i < members_; ++i) {
@@ -293,7 +315,7 @@ class basic_model {
       r.losses.emplace_back(static_cast<std::size_t>(o.warmup + o.steps), s);
       r.gemm = std::make_unique<blas>(s);
       cohort::launch(s, grid_for(rows_ * o.width), init_batch<T>, r.x[0].data(), r.y[0].data(),
-                     i * rows_, rows_, o.width);
+                     (part.index * members_ + i) * rows_, rows_, o.width);
     }
   }
 
@@ -388,7 +410,8 @@ class basic_model {
                      scaler != nullptr ? scaler->view(i) : cohort::loss_scale_view{});
   }
 
-  // The mean loss of each step so far (waits for the compute streams).
+  // The mean loss of each step so far, or this process's share of it where it holds part of the
+  // batch (waits for the compute streams).
   std::vector<double> losses(int steps) const { return mlp::mean_losses(replicas_, o_, steps); }
 
   void synchronize() const {
@@ -400,13 +423,19 @@ class basic_model {
   // Data parallelism keeps the replicas identical; a missing or wrong reduction lets them drift
   // apart, while the losses could still fall and stay near one GPU's.
   bool replicas_identical() const {
-    std::vector<std::vector<T>> host(members_, std::vector<T>(parameters()));
-    for (std::size_t i = 0; i < members_; ++i)
-      replicas_[i]->weights[0].copy_to_host(host[i]);
-    synchronize();
+    const std::vector<T> first = weights_on_host(0);
     for (std::size_t i = 1; i < members_; ++i)
-      if (std::memcmp(host[i].data(), host[0].data(), parameters() * sizeof(T)) != 0) return false;
+      if (std::memcmp(weights_on_host(i).data(), first.data(), parameters() * sizeof(T)) != 0)
+        return false;
     return true;
+  }
+
+  // Member i's weights, every layer with its padding (waits for its compute stream).
+  std::vector<T> weights_on_host(std::size_t i) const {
+    std::vector<T> host(parameters());
+    replicas_[i]->weights[0].copy_to_host(host);
+    replicas_[i]->compute.synchronize();
+    return host;
   }
 
  private:

@@ -5,21 +5,14 @@
 //
 //   mpirun -np 2 build/examples/multi_process_all_reduce /tmp/job.id
 //   srun -N 2 --ntasks-per-node 8 build/examples/multi_process_all_reduce /shared/job.id
+#include "../common/launcher.cuh"
+
 #include <cohort/cohort.cuh>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
-
-// Ranks on this node, as mpirun, srun or torchrun say (0 when none says).
-int ranks_on_this_node() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE",
-                           "LOCAL_WORLD_SIZE"})
-    if (const char* value = std::getenv(name)) return std::atoi(value);
-  return 0;
-}
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -36,12 +29,7 @@ int main(int argc, char** argv) {
     std::puts("No GPU is visible: nothing to run.");
     return 0;
   }
-  if (ranks_on_this_node() > cohort::device_count()) {
-    // Every rank needs its own GPU (NCCL refuses two ranks on one GPU); all ranks skip alike.
-    std::printf("SKIPPED: %d ranks on this node need %d GPUs, %d visible\n", ranks_on_this_node(),
-                ranks_on_this_node(), cohort::device_count());
-    return 0;
-  }
+  if (too_few_gpus_for_ranks()) return 0; // every rank needs a GPU of its own
   // Creation is bounded: if a rank never starts, the others throw timeout_error after 2 minutes.
   cohort::communicator comm = cohort::bootstrap_from_environment(argv[1], std::chrono::minutes(2));
   const int rank = comm.rank(), size = comm.size();
