@@ -583,12 +583,18 @@ TEST_CASE("a scan whose scratch cannot fit is a cuda_error naming the call, devi
   auto one = cohort::device_group::emulated(d, 1);
   cohort::distributed_buffer<long long> x(one, std::size_t(1) << 30); // 8 GiB
   // A scan of a few values first: loading CUB's kernels takes device memory too, and a kernel that
-  // cannot load is another error than scratch that does not fit.
-  cohort::distributed_buffer<long long> few(one, 1000);
-  few.fill_bytes(0);
-  cohort::multi_device_inclusive_scan(one, few, cuda::std::plus<long long>{});
-  one.synchronize();
+  // cannot load is another error than scratch that does not fit. Its group, buffer and scratch
+  // are gone before the pool is trimmed: each held a 2 MiB page of the pool with room to spare,
+  // where the scan's scratch (a megabyte or two) would fit.
+  {
+    auto warm = cohort::device_group::emulated(d, 1);
+    cohort::distributed_buffer<long long> few(warm, 1000);
+    few.fill_bytes(0);
+    cohort::multi_device_inclusive_scan(warm, few, cuda::std::plus<long long>{});
+    warm.synchronize();
+  }
   cohort::scoped_device on(d);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess); // the warm-up's memory back in the pool
   cudaMemPool_t pool = nullptr;
   REQUIRE(cudaDeviceGetMemPool(&pool, d.get()) == cudaSuccess);
   REQUIRE(cudaMemPoolTrimTo(pool, 0) == cudaSuccess); // nothing spare left in the pool
