@@ -834,8 +834,12 @@ TEST_CASE("a reduction over a distributed_view of the user's cudaMalloc memory m
       memory.push_back(
           std::make_unique<user_allocation>(group.device(k), (count + 1) * sizeof(double)));
       double* first = memory.back()->as<double>() + k % 2;
+      // cudaMemcpy from pageable memory returns before the device has the data, and the legacy
+      // stream orders nothing with the group's non-blocking streams: wait for the device.
+      cohort::scoped_device on(group.device(k));
       REQUIRE(cudaMemcpy(first, in.data() + split.offset(k), count * sizeof(double),
                          cudaMemcpyHostToDevice) == cudaSuccess);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
       spans.emplace_back(first, count);
     }
     const cohort::distributed_view<double> x(group, spans);

@@ -17,8 +17,9 @@
 // Every form enqueues on the group's (or the given) streams and returns without waiting; the
 // kernels are instantiated in the caller's translation unit: the index forms run CUB's DeviceFor
 // (what thrust::for_each runs), the element form a kernel of cohort's that keeps several elements'
-// reads in flight per thread (detail/for_each_kernels.cuh), f still taking each element itself. `f` may be an extended __device__ lambda or a function object holding state
-// by value. Order it after other streams' work with `group.fork(origin)`. An index range split by
+// reads in flight per thread (detail/for_each_kernels.cuh), f still taking each element itself.
+// `f` may be an extended __device__ lambda or a function object holding state by value. Order
+// it after other streams' work with `group.fork(origin)`. An index range split by
 // an adaptive_balancer times each member's share and moves work toward the faster members on
 // later calls (never waiting for the timings); that form is refused under capture.
 #pragma once
@@ -95,7 +96,7 @@ void multi_device_for_each(const device_group& group, Range&& range, F f) {
     if (s.data.empty()) continue;
     using element = std::remove_reference_t<decltype(*s.data.data())>;
     launch(s.stream,
-           {.grid = detail::for_each_grid<element>(s.data.size(), group.sm_count(k)),
+           {.grid = detail::for_each_grid(s.data.size()),
             .block = detail::for_each_block,
             .name = "cohort::multi_device_for_each (elements)"},
            detail::for_each_elements<element, F>, s.data.data(), s.data.size(), f);

@@ -3,12 +3,14 @@
 //
 // f takes the element itself (T&, or const T& where T is const), so the elements cannot be loaded
 // as vectors into copies. Called one by one, each f reads an element and writes it before the next
-// read can start: one load in flight per thread, short of the memory's bandwidth. Here each thread
-// reads its `items` elements, a block's width apart (every warp's access is one coalesced line),
-// before calling f on them; where f writes only its own element, the compiler sees that no write
-// between reaches the values read and hands them to f, so that `items` loads are in flight at once.
-// Where it cannot tell (f writes through a pointer of its own), f reads the element again, from the
-// L1 cache: the result is the same either way. The grid fills the member's SMs and strides.
+// read can start. Here each thread reads its 4 elements, a block's width apart (every warp's access
+// is coalesced), before calling f on them; where f writes only its own element, the compiler sees
+// that no write between reaches the values read and hands them to f, so that 4 loads are in flight
+// at once. Where it cannot tell (f writes through a pointer of its own), f reads the element again,
+// from the L1 cache: the result is the same either way. One tile a block, no grid-stride loop:
+// measured on an H100 over 1 GiB in place, that reaches the copy bandwidth for 4- and 8-byte
+// elements (a loop over 8 blocks an SM reached 0.86 of it), and 8 or 16 items a thread do worse for
+// 1- and 2-byte ones than 4.
 #pragma once
 
 #include <cstddef>
@@ -18,12 +20,8 @@
 namespace cohort::detail {
 
 inline constexpr unsigned for_each_block = 256;
-inline constexpr unsigned for_each_blocks_per_sm = 2048 / for_each_block; // a full SM
-
-// 32 bytes of each thread's elements in flight, 1 to 16 of them.
-template <class T>
-inline constexpr unsigned for_each_items =
-    sizeof(T) >= 32 ? 1u : (32 / sizeof(T) > 16 ? 16u : static_cast<unsigned>(32 / sizeof(T)));
+inline constexpr unsigned for_each_items = 4;
+inline constexpr std::size_t for_each_tile = std::size_t(for_each_block) * for_each_items;
 
 // Whether a thread's elements are read into registers first: types the registers hold whole.
 template <class T>
@@ -52,8 +50,8 @@ __device__ void keep_read(const T& v) {
 
 template <class T, class F>
 __global__ void __launch_bounds__(for_each_block) for_each_elements(T* data, std::size_t n, F f) {
-  constexpr unsigned items = for_each_items<T>;
-  constexpr std::size_t tile = std::size_t(for_each_block) * items;
+  constexpr unsigned items = for_each_items;
+  constexpr std::size_t tile = for_each_tile;
   for (std::size_t base = std::size_t(blockIdx.x) * tile; base < n;
        base += std::size_t(gridDim.x) * tile) {
     T* p = data + base + threadIdx.x;
@@ -81,14 +79,11 @@ __global__ void __launch_bounds__(for_each_block) for_each_elements(T* data, std
   }
 }
 
-// The grid for `n` elements on a member with `sm_count` SMs: one block a tile, at most a full
-// device's worth (the blocks stride past that).
-template <class T>
-unsigned for_each_grid(std::size_t n, unsigned sm_count) {
-  constexpr std::size_t tile = std::size_t(for_each_block) * for_each_items<T>;
-  const std::size_t tiles = (n + tile - 1) / tile;
-  const std::size_t full = std::size_t(sm_count == 0 ? 1 : sm_count) * for_each_blocks_per_sm;
-  return static_cast<unsigned>(tiles < full ? tiles : full);
+// The grid for `n` elements: one block a tile, up to CUDA's limit (the blocks stride past it).
+inline unsigned for_each_grid(std::size_t n) {
+  const std::size_t tiles = (n + for_each_tile - 1) / for_each_tile;
+  constexpr std::size_t most = 0x7fffffff;
+  return static_cast<unsigned>(tiles < most ? tiles : most);
 }
 
 } // namespace cohort::detail
