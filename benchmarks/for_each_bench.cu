@@ -17,8 +17,8 @@
 //      two should match);
 //   8. a group of one against cub::DeviceReduce, 2^20 to 2^30 elements: sums, minima and maxima
 //      to the host and into device memory, and operators kept in order (one_member_reduce.cuh);
-//   9. the element form at the memory roofline: v = a·v + b in place on float, double, uint32 and
-//      half, against the copy bandwidth measured beside it, and against a kernel of this program's
+//   9. the element form at the memory roofline: v = a·v + b in place on float, double, uint32,
+//      half and uint8, against the copy bandwidth measured beside it, and against a kernel of this program's
 //      own that calls f on register copies loaded and stored 16 bytes at a time (what the element
 //      form could reach if it gave up the element's address, as cub::DeviceFor::ForEachCopyN does).
 // 6, 7 and 9 run on a group of one GPU and on every GPU (an emulated pair where one is visible), the
@@ -33,6 +33,7 @@
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -345,8 +346,9 @@ struct affine {
   }
 };
 
-// f on register copies of the elements, 16 bytes loaded and stored at a time by each thread of a
-// grid-stride loop; the last n % (16 / sizeof(T)) elements one by one. `data` is 16-byte aligned.
+// f on register copies of the elements, 16 bytes loaded and stored at a time by each thread, one
+// pack a thread (a grid-stride loop only past CUDA's grid limit); the last n % (16 / sizeof(T))
+// elements one by one. `data` is 16-byte aligned.
 template <class T, class F>
 __global__ void __launch_bounds__(256) register_copy_kernel(T* data, std::size_t n, F f) {
   constexpr std::size_t per = 16 / sizeof(T);
@@ -394,7 +396,9 @@ void roofline_row(const group_kind& kind, const char* type, cohort::stream_ref o
     group.fork(origin);
     cohort::on_each_shard(x, [&](cohort::shard<T> sh) {
       if (sh.data.empty()) return;
-      const unsigned grid = 8 * group.sm_count(sh.rank); // 256 threads: 2048 resident per SM
+      const std::size_t packs = sh.data.size() / (16 / sizeof(T));
+      const auto grid =
+          static_cast<unsigned>(std::clamp<std::size_t>((packs + 255) / 256, 1, 0x7fffffff));
       cohort::scoped_device on(sh.device);
       register_copy_kernel<<<grid, 256, 0, sh.stream.native_handle()>>>(sh.data.data(),
                                                                         sh.data.size(), affine{});
@@ -684,6 +688,7 @@ int main(int argc, char** argv) {
     roofline_row<double>(kind, "double", s);
     roofline_row<std::uint32_t>(kind, "uint32", s);
     roofline_row<__half>(kind, "half", s);
+    roofline_row<std::uint8_t>(kind, "uint8", s);
   }
   return 0;
 }

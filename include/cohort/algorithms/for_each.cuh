@@ -96,7 +96,7 @@ void multi_device_for_each(const device_group& group, Range&& range, F f) {
     if (s.data.empty()) continue;
     using element = std::remove_reference_t<decltype(*s.data.data())>;
     launch(s.stream,
-           {.grid = detail::for_each_grid(s.data.size()),
+           {.grid = detail::for_each_grid<element>(s.data.size()),
             .block = detail::for_each_block,
             .name = "cohort::multi_device_for_each (elements)"},
            detail::for_each_elements<element, F>, s.data.data(), s.data.size(), f);
