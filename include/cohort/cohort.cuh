@@ -34,6 +34,7 @@
 #include "execution/graph.cuh"
 #include "execution/launch.cuh"
 #include "execution/on_each.cuh"
+#include "execution/scoped_scratch_resource.cuh"
 #include "execution/sm_partition.cuh"
 
 #include "distributed/distributed_buffer.cuh"

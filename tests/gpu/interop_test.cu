@@ -5,9 +5,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <new>
 #include <numeric>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -360,4 +363,145 @@ TEST_CASE("a device buffer takes a resource, and the default pool's release thre
   REQUIRE(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &after) == cudaSuccess);
   CHECK(after == (cuuint64_t(3) << 20));
   cohort::set_release_threshold(d, static_cast<std::size_t>(before));
+}
+
+namespace {
+
+// What member i and j of `group` hold together, as the group counts it.
+std::size_t held(const cohort::device_group& group) {
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < group.size(); ++i)
+    bytes += group.memory_held(i).bytes;
+  return bytes;
+}
+
+} // namespace
+
+TEST_CASE("a scoped scratch resource serves the calls in its scope and gets it all back") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  test_resource own, scoped, inner;
+  group.set_memory_resource(own);
+  const std::size_t n = 100'003;
+  const auto host = cohort::testing::random_values<float>(n, 11);
+  std::vector<std::uint32_t> host_keys(n);
+  {
+    std::mt19937 engine(12);
+    for (std::uint32_t& k : host_keys)
+      k = static_cast<std::uint32_t>(engine());
+  }
+  cohort::distributed_buffer<float> x(group, n), y(group, n);
+  cohort::distributed_buffer<std::uint32_t> keys(group, n);
+  x.copy_from_host(host);
+  double want = 0.0;
+  for (float v : host)
+    want += v;
+  // Scratch the group keeps from its own resource, before the scope.
+  CHECK(cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{}).wait() ==
+        doctest::Approx(want).epsilon(1e-9));
+  const int own_allocations = own.allocations;
+  {
+    cohort::scoped_scratch_resource use(group, scoped);
+    group.synchronize();
+    // The group's kept scratch went back to its resource: it holds the three buffers alone.
+    CHECK(own.outstanding ==
+          static_cast<long long>(n * (2 * sizeof(float) + sizeof(std::uint32_t))));
+    CHECK(cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{}).wait() ==
+          doctest::Approx(want).epsilon(1e-9));
+    y.fill_bytes(cohort::testing::poison_byte);
+    y.copy_from_host(host);
+    cohort::multi_device_inclusive_scan(group, y, cuda::std::plus<>{});
+    keys.fill_bytes(cohort::testing::poison_byte);
+    keys.copy_from_host(host_keys);
+    cohort::multi_device_sort(group, keys);
+    group.synchronize();
+    CHECK(scoped.allocations > 0);
+    CHECK(scoped.outstanding > 0);
+    CHECK(own.allocations == own_allocations); // none of the scratch came from the group's
+    // What the scope's resource holds counts in the group's totals.
+    CHECK(held(group) == static_cast<std::size_t>(own.outstanding + scoped.outstanding));
+    {
+      cohort::scoped_scratch_resource nested(group, inner);
+      const int before = scoped.allocations;
+      CHECK(cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{}).wait() ==
+            doctest::Approx(want).epsilon(1e-9));
+      CHECK(inner.allocations > 0);
+      CHECK(scoped.allocations == before);
+    }
+    group.synchronize();
+    CHECK(inner.outstanding == 0);
+    const int before = scoped.allocations;
+    (void)cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{}).wait();
+    CHECK(scoped.allocations > before); // the outer scope's resource serves again
+  }
+  group.synchronize();
+  CHECK(scoped.outstanding == 0);
+  CHECK(held(group) == static_cast<std::size_t>(own.outstanding));
+  // The results, against the host.
+  std::vector<float> scanned(n);
+  y.copy_to_host(scanned);
+  double running = 0.0;
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    running += host[i];
+    if (std::abs(scanned[i] - running) > 1e-3 * (1.0 + std::abs(running))) ++wrong;
+  }
+  CHECK(wrong == 0);
+  std::vector<std::uint32_t> sorted(n);
+  keys.copy_to_host(sorted);
+  std::sort(host_keys.begin(), host_keys.end());
+  CHECK(sorted == host_keys);
+  // After the scope, scratch comes from the group's resource again.
+  (void)cohort::multi_device_reduce(group, x, 0.0, cuda::std::plus<>{}).wait();
+  CHECK(own.allocations > own_allocations);
+  group.release_scratch();
+  group.synchronize();
+}
+
+TEST_CASE("a scoped scratch resource that fails is the call's out of memory; nothing runs") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  const std::size_t n = 50'021;
+  const auto host = cohort::testing::random_values<float>(n, 13);
+  cohort::distributed_buffer<float> y(group, n);
+  for (const bool throws : {false, true}) {
+    CAPTURE(throws);
+    test_resource scoped;
+    (throws ? scoped.throw_at : scoped.fail_at) = 1; // member 1's scratch
+    y.copy_from_host(host);
+    {
+      cohort::scoped_scratch_resource use(group, scoped);
+      if (throws)
+        CHECK_THROWS_WITH_AS(cohort::multi_device_inclusive_scan(group, y, cuda::std::plus<>{}),
+                             doctest::Contains("no memory today"), std::runtime_error);
+      else
+        try {
+          cohort::multi_device_inclusive_scan(group, y, cuda::std::plus<>{});
+          FAIL("a null allocation was taken");
+        } catch (const cohort::cuda_error& e) {
+          CHECK(e.status() == cudaErrorMemoryAllocation);
+          CHECK(std::string(e.what()).find("multi_device_inclusive_scan") != std::string::npos);
+        }
+    }
+    group.synchronize();
+    CHECK(scoped.outstanding == 0);
+    std::vector<float> after(n);
+    y.copy_to_host(after);
+    CHECK(after == host); // nothing was scanned
+  }
+}
+
+TEST_CASE("a scoped scratch resource is refused while a member's stream is being captured") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  auto group = cohort::testing::group_of(2);
+  test_resource scoped;
+  cohort::scoped_device on(group.device(1));
+  REQUIRE(cudaStreamBeginCapture(group.stream(1).native_handle(), cudaStreamCaptureModeRelaxed) ==
+          cudaSuccess);
+  CHECK_THROWS_WITH_AS(cohort::scoped_scratch_resource(group, scoped),
+                       doctest::Contains("member 1's stream"), std::logic_error);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(group.stream(1).native_handle(), &graph) == cudaSuccess);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  CHECK(scoped.allocations == 0);
 }

@@ -41,7 +41,8 @@ reduce_memory<T> kept_reduce_memory(const device_group& group, const Source& sou
         (k == 0 ? gathered : 0) + (blocks == 0 ? 0 : reduce_scratch_bytes<T>(blocks));
     if (bytes == 0) continue;
     unsigned char* at = group_memory_access::cache(group, k).scratch(
-        scratch_source::group_resource, bytes, group.stream(k), group.memory_resource(k), function);
+        scratch_source::group_resource, bytes, group.stream(k),
+        group_memory_access::scratch_resource(group, k), function);
     if (k == 0) memory.gathered = reinterpret_cast<maybe<T>*>(at), at += gathered;
     memory.member[k] = reinterpret_cast<maybe<T>*>(at);
   }
@@ -82,7 +83,7 @@ pending<T> reduce_pending(const device_group& group, const Input& input, T init,
       // The one member's scratch (CUB's storage, or the in-order kernel's partials), kept.
       auto kept = [&](std::size_t bytes) {
         return root.scratch(scratch_source::group_resource, bytes, group.stream(0),
-                            group.memory_resource(0), function);
+                            group_memory_access::scratch_resource(group, 0), function);
       };
       enqueue_reduce_one(
           group, source, init, op, transform, host, kept,

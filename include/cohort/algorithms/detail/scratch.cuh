@@ -163,7 +163,7 @@ inline std::vector<unsigned char*> kept_scratch(const device_group& group,
   for (std::size_t k = 0; k < group.size(); ++k) {
     const memory_resource_ref resource = source == scratch_source::device_pool
                                              ? default_memory_resource()
-                                             : group.memory_resource(k);
+                                             : group_memory_access::scratch_resource(group, k);
     base[k] = group_memory_access::cache(group, k).scratch(source, need[k], group.stream(k),
                                                            resource, function);
   }

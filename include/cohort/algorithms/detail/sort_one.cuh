@@ -57,15 +57,15 @@ bool sort_one_member(const device_group& group, sort_arrays<K, V> shard, std::si
   if (!cache.holds(scratch_source::group_resource, need)) {
     if (find_scratch_shortfall(group, {need})) return false;
     try {
-      (void)cache.scratch(scratch_source::group_resource, need, stream, group.memory_resource(0),
-                          function);
+      (void)cache.scratch(scratch_source::group_resource, need, stream,
+                          group_memory_access::scratch_resource(group, 0), function);
     } catch (const cuda_error& e) {
       if (e.status() != cudaErrorMemoryAllocation) throw;
       return false;
     }
   }
   scratch_slices slices(cache.scratch(scratch_source::group_resource, need, stream,
-                                      group.memory_resource(0), function));
+                                      group_memory_access::scratch_resource(group, 0), function));
   sort_arrays<K, V> other = shard; // the merge sort's output: the shard itself
   if constexpr (radix) {
     other.keys = slices.take<K>(count);

@@ -268,7 +268,8 @@ sort_plan plan_with_scratch(const device_group& group, const partition& split, L
         for (std::size_t k = 0; k < group.size(); ++k) {
           // What an earlier sort on the devices kept goes back: this form does not use it.
           group_memory_access::cache(group, k).release(scratch_source::device_pool);
-          owned.emplace_back(plan.need[k], group.stream(k), group.memory_resource(k));
+          owned.emplace_back(plan.need[k], group.stream(k),
+                             group_memory_access::scratch_resource(group, k));
           memory.emplace_back(static_cast<unsigned char*>(owned[k].rest()));
         }
       } else {

@@ -12,6 +12,7 @@
 
 #include "../../devices/scoped_device.cuh"
 #include "../../errors/cuda_error.cuh"
+#include "../../memory/detail/tracking_resource.cuh"
 #include "../../memory/device_buffer.cuh"
 #include "../../memory/memory_resource.cuh"
 #include "../../streams/event.cuh"
@@ -92,6 +93,7 @@ class member_cache {
   void bind(device_ref device, unsigned sm_count) noexcept {
     device_ = device;
     sm_count_ = sm_count;
+    scoped_resource_.bind(device);
   }
   unsigned sm_count() const noexcept { return sm_count_; }
 
@@ -113,6 +115,30 @@ class member_cache {
     held.reset(); // given back first, so that its memory can serve the new one
     held.emplace(allocate_scratch(std::max<std::size_t>(bytes, 1), stream, resource, function));
     return held->data();
+  }
+
+  // Where scratch from the group's resource comes from: `group` (the member's counting resource),
+  // or the resource of the scoped_scratch_resource that lives, counted in `group`'s totals.
+  memory_resource_ref scratch_resource(memory_resource_ref group) noexcept {
+    if (scoped_) return scoped_resource_;
+    return group;
+  }
+  // Whether that resource is the device's pool.
+  bool scratch_from_device_pool(memory_resource_ref group) const noexcept {
+    return (scoped_ ? *scoped_ : group) == default_memory_resource();
+  }
+  // From now on the group's scratch comes from `resource` (nothing: from the group's resource
+  // again), counted in `totals`; the scratch held goes back first. Returns the resource before.
+  std::optional<memory_resource_ref> scope_scratch(std::optional<memory_resource_ref> resource,
+                                                   tracking_resource& totals) noexcept {
+    release(scratch_source::group_resource);
+    const std::optional<memory_resource_ref> before = scoped_;
+    scoped_ = resource;
+    if (resource) {
+      scoped_resource_.set_upstream(*resource);
+      scoped_resource_.count_in(totals);
+    }
+    return before;
   }
 
   // Gives the scratch back (on the member's stream, after the work enqueued there).
@@ -187,7 +213,10 @@ class member_cache {
 
   device_ref device_{0};
   unsigned sm_count_ = 0;
-  // [0] from the group's resource, [1] from the device's pool
+  // Before the scratch, which refers to it. Its upstream changes only while it holds nothing.
+  std::optional<memory_resource_ref> scoped_;
+  tracking_resource scoped_resource_;
+  // [0] from the group's resource (or the scoped one), [1] from the device's pool
   std::array<std::optional<device_buffer<unsigned char>>, 2> scratch_;
   std::vector<cohort::event> events_;
   std::array<known_size, 8> sizes_{};
