@@ -458,7 +458,7 @@ TEST_CASE("a scoped scratch resource serves the calls in its scope and gets it a
   group.synchronize();
 }
 
-TEST_CASE("a scoped scratch resource that fails is the call's out of memory; nothing runs") {
+TEST_CASE("a scoped scratch resource that fails is the call's out of memory, and nothing runs") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
   const std::size_t n = 50'021;

@@ -9,8 +9,9 @@
 // write between reaches the values read and hands them to f, so that all the loads are in flight
 // at once. Where it cannot tell (f writes through a pointer of its own), f reads the element again,
 // from the L1 cache: the result is the same either way. One tile a block, no grid-stride loop.
-// Measured on an H200 over 1 GiB in place, as a fraction of the copy bandwidth: 1.00 for floats,
-// 0.89 for halves (one element a run: 0.82), 0.69 for bytes (0.55); more runs a thread do worse.
+// Measured over 1 GiB in place, as a fraction of the copy bandwidth: 1.00 for floats on an H200
+// and an H100; halves 0.89 on the H200 (one element a run: 0.82) and 0.97 on the H100 (0.91);
+// bytes 0.69 on the H200 (0.55) but 0.56 on the H100 (0.77). More runs a thread do worse.
 #pragma once
 
 #include <cstddef>
