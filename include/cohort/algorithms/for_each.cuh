@@ -95,11 +95,14 @@ void multi_device_for_each(const device_group& group, Range&& range, F f) {
                                   s.data.size());
     if (s.data.empty()) continue;
     using element = std::remove_reference_t<decltype(*s.data.data())>;
-    launch(s.stream,
-           {.grid = detail::for_each_grid<element>(s.data.size()),
-            .block = detail::for_each_block,
-            .name = "cohort::multi_device_for_each (elements)"},
-           detail::for_each_elements<element, F>, s.data.data(), s.data.size(), f);
+    for (std::size_t done = 0; done < s.data.size(); done += detail::for_each_piece<element>) {
+      const std::size_t count = std::min(detail::for_each_piece<element>, s.data.size() - done);
+      launch(s.stream,
+             {.grid = detail::for_each_grid<element>(count),
+              .block = detail::for_each_block,
+              .name = "cohort::multi_device_for_each (elements)"},
+             detail::for_each_elements<element, F>, s.data.data() + done, count, f);
+    }
   }
 }
 

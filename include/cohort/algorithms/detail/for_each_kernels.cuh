@@ -8,10 +8,11 @@
 // 8-byte types, 2 halves, 4 bytes). Where f writes only its own element, the compiler sees that no
 // write between reaches the values read and hands them to f, so that all the loads are in flight
 // at once. Where it cannot tell (f writes through a pointer of its own), f reads the element again,
-// from the L1 cache: the result is the same either way. One tile a block, no grid-stride loop.
-// Measured over 1 GiB in place, as a fraction of the copy bandwidth: 1.00 for floats on an H200
-// and an H100; halves 0.89 on the H200 (one element a run: 0.82) and 0.97 on the H100 (0.91);
-// bytes 0.69 on the H200 (0.55) but 0.56 on the H100 (0.77). More runs a thread do worse.
+// from the L1 cache: the result is the same either way. One tile a block, no grid-stride loop
+// (with one around it, bytes ran at 0.56 of the copy bandwidth on an H100 instead of 0.84).
+// Measured over 1 GiB in place, as a fraction of the copy bandwidth, on an H200 and an H100:
+// 1.00 for floats on both; halves 0.89 and 0.98 (one element a run: 0.82, 0.90); bytes 0.69 and
+// 0.84 (0.55, 0.77). More runs a thread do worse.
 #pragma once
 
 #include <cstddef>
@@ -66,38 +67,38 @@ __global__ void __launch_bounds__(for_each_block) for_each_elements(T* data, std
   constexpr unsigned items = for_each_runs * for_each_run<T>; // a thread's elements in a tile
   constexpr std::size_t tile = for_each_tile<T>;
   const std::size_t first = std::size_t(threadIdx.x) * for_each_run<T>;
-  for (std::size_t base = std::size_t(blockIdx.x) * tile; base < n;
-       base += std::size_t(gridDim.x) * tile) {
-    T* p = data + base + first;
-    if (n - base >= tile) {
-      [[maybe_unused]] std::conditional_t<for_each_preloads<T>, std::remove_const_t<T>, char>
-          read[items];
-      if constexpr (for_each_preloads<T>) {
-#pragma unroll
-        for (unsigned j = 0; j < items; ++j)
-          read[j] = p[for_each_offset<T>(j)];
-      }
+  const std::size_t base = std::size_t(blockIdx.x) * tile;
+  T* p = data + base + first;
+  if (n - base >= tile) {
+    [[maybe_unused]] std::conditional_t<for_each_preloads<T>, std::remove_const_t<T>, char>
+        read[items];
+    if constexpr (for_each_preloads<T>) {
 #pragma unroll
       for (unsigned j = 0; j < items; ++j)
-        f(p[for_each_offset<T>(j)]);
-      if constexpr (for_each_preloads<T>) {
-#pragma unroll
-        for (unsigned j = 0; j < items; ++j)
-          keep_read(read[j]);
-      }
-    } else { // the last, partial tile
-      for (unsigned j = 0; j < items; ++j)
-        if (first + for_each_offset<T>(j) < n - base) f(p[for_each_offset<T>(j)]);
+        read[j] = p[for_each_offset<T>(j)];
     }
+#pragma unroll
+    for (unsigned j = 0; j < items; ++j)
+      f(p[for_each_offset<T>(j)]);
+    if constexpr (for_each_preloads<T>) {
+#pragma unroll
+      for (unsigned j = 0; j < items; ++j)
+        keep_read(read[j]);
+    }
+  } else { // the last, partial tile
+    for (unsigned j = 0; j < items; ++j)
+      if (first + for_each_offset<T>(j) < n - base) f(p[for_each_offset<T>(j)]);
   }
 }
 
-// The grid for `n` elements: one block a tile, up to CUDA's limit (the blocks stride past it).
+// The most elements one launch takes: CUDA's grid limit in tiles (more take several launches).
+template <class T>
+inline constexpr std::size_t for_each_piece = std::size_t(0x7fffffff) * for_each_tile<T>;
+
+// The grid for `n` elements, at most a piece: one block a tile.
 template <class T>
 inline unsigned for_each_grid(std::size_t n) {
-  const std::size_t tiles = (n + for_each_tile<T> - 1) / for_each_tile<T>;
-  constexpr std::size_t most = 0x7fffffff;
-  return static_cast<unsigned>(tiles < most ? tiles : most);
+  return static_cast<unsigned>((n + for_each_tile<T> - 1) / for_each_tile<T>);
 }
 
 } // namespace cohort::detail
