@@ -18,9 +18,10 @@
 //   8. a group of one against cub::DeviceReduce, 2^20 to 2^30 elements: sums, minima and maxima
 //      to the host and into device memory, and operators kept in order (one_member_reduce.cuh);
 //   9. the element form at the memory roofline: v = a·v + b in place on float, double, uint32,
-//      half and uint8, against the copy bandwidth measured beside it, and against a kernel of this program's
-//      own that calls f on register copies loaded and stored 16 bytes at a time (what the element
-//      form could reach if it gave up the element's address, as cub::DeviceFor::ForEachCopyN does).
+//      half and uint8, against the copy bandwidth measured beside it, and against a kernel of this
+//      program's own that calls f on register copies loaded and stored 16 bytes at a time (what the
+//      element form could reach if it gave up the element's address, as
+//      cub::DeviceFor::ForEachCopyN does).
 // 6, 7 and 9 run on a group of one GPU and on every GPU (an emulated pair where one is visible), the
 // size argument's elements per GPU. Prints Markdown tables.
 // Usage: for_each_bench [elements per GPU, default 2^28]

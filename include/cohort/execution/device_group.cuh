@@ -304,8 +304,9 @@ class device_group {
     cache_ = std::make_unique<detail::member_cache[]>(size());
     for (std::size_t i = 0; i < size(); ++i) {
       memory_[i].bind(devices_[i]);
-      cache_[i].bind(devices_[i], splits_sms() ? sm_shares_[i].sm_count()
-                                               : detail::multiprocessors(devices_[i]));
+      cache_[i].bind(devices_[i],
+                     splits_sms() ? sm_shares_[i].sm_count() : detail::multiprocessors(devices_[i]),
+                     memory_[i]);
     }
   }
 

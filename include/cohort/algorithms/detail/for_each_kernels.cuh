@@ -26,9 +26,11 @@ inline constexpr unsigned for_each_runs = 4;
 // Adjacent elements in a thread's run: as many as make 4 bytes, at least one.
 template <class T>
 inline constexpr unsigned for_each_run = sizeof(T) < 4 ? unsigned(4 / sizeof(T)) : 1u;
+// A thread's elements in a tile, and a tile's (one block's).
 template <class T>
-inline constexpr std::size_t
-    for_each_tile = std::size_t(for_each_block) * for_each_runs* for_each_run<T>;
+inline constexpr unsigned for_each_items = unsigned(for_each_runs* for_each_run<T>);
+template <class T>
+inline constexpr std::size_t for_each_tile = std::size_t(for_each_block) * for_each_items<T>;
 
 // Whether a thread's elements are read into registers first: types the registers hold whole.
 template <class T>
@@ -64,7 +66,7 @@ __device__ constexpr std::size_t for_each_offset(unsigned j) {
 
 template <class T, class F>
 __global__ void __launch_bounds__(for_each_block) for_each_elements(T* data, std::size_t n, F f) {
-  constexpr unsigned items = for_each_runs * for_each_run<T>; // a thread's elements in a tile
+  constexpr unsigned items = for_each_items<T>;
   constexpr std::size_t tile = for_each_tile<T>;
   const std::size_t first = std::size_t(threadIdx.x) * for_each_run<T>;
   const std::size_t base = std::size_t(blockIdx.x) * tile;

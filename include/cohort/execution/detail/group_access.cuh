@@ -28,7 +28,7 @@ struct group_memory_access {
   static std::optional<memory_resource_ref>
   scope_scratch(const device_group& group, std::size_t i,
                 std::optional<memory_resource_ref> resource) noexcept {
-    return group.cache_[i].scope_scratch(resource, group.memory_[i]);
+    return group.cache_[i].scope_scratch(resource);
   }
   // What member `i` keeps for the algorithms between calls (detail/member_cache.cuh).
   static member_cache& cache(const device_group& group, std::size_t i) { return group.cache_[i]; }

@@ -89,11 +89,13 @@ class member_cache {
   member_cache& operator=(const member_cache&) = delete;
   ~member_cache() { release(); }
 
-  // Read when the group is made.
-  void bind(device_ref device, unsigned sm_count) noexcept {
+  // Read when the group is made. `totals` (the member's counting resource) also counts what a
+  // scoped scratch resource gives.
+  void bind(device_ref device, unsigned sm_count, tracking_resource& totals) noexcept {
     device_ = device;
     sm_count_ = sm_count;
     scoped_resource_.bind(device);
+    scoped_resource_.count_in(totals);
   }
   unsigned sm_count() const noexcept { return sm_count_; }
 
@@ -125,19 +127,16 @@ class member_cache {
   }
   // Whether that resource is the device's pool.
   bool scratch_from_device_pool(memory_resource_ref group) const noexcept {
-    return (scoped_ ? *scoped_ : group) == default_memory_resource();
+    return scoped_.value_or(group) == default_memory_resource();
   }
   // From now on the group's scratch comes from `resource` (nothing: from the group's resource
-  // again), counted in `totals`; the scratch held goes back first. Returns the resource before.
-  std::optional<memory_resource_ref> scope_scratch(std::optional<memory_resource_ref> resource,
-                                                   tracking_resource& totals) noexcept {
+  // again); the scratch held goes back first. Returns the resource before.
+  std::optional<memory_resource_ref>
+  scope_scratch(std::optional<memory_resource_ref> resource) noexcept {
     release(scratch_source::group_resource);
     const std::optional<memory_resource_ref> before = scoped_;
     scoped_ = resource;
-    if (resource) {
-      scoped_resource_.set_upstream(*resource);
-      scoped_resource_.count_in(totals);
-    }
+    if (resource) scoped_resource_.set_upstream(*resource);
     return before;
   }
 
