@@ -26,7 +26,7 @@ export NCCL_NVLS_ENABLE=0 # never NVLink multicast on shared machines
 # A p2p barrier waits a minute for a peer, not five: a defect costs the run a minute.
 export COHORT_P2P_PATIENCE_MS=${COHORT_P2P_PATIENCE_MS:-60000}
 export COHORT_TEST_BACKTRACE=1 # a test program that crashes prints its stack
-build=1 tests=1 benchmarks="for_each_bench copy_bench nccl_bench p2p_bench fused_bench scan_sort_bench"
+build=1 tests=1 benchmarks="for_each_bench copy_bench nccl_bench p2p_bench fused_bench scan_sort_bench managed_bench"
 tools="memcheck racecheck synccheck initcheck" cases="" pieces=scripts/sanitizer_pieces.txt
 timeout_s=540 ncu=0
 while (($#)); do
