@@ -2,7 +2,8 @@
 //
 // Every public function validates its arguments first and reports a bad one as
 // `std::invalid_argument` whose message names the function and the argument (an index past the
-// end given to an accessor, as to std::vector::at, is `std::out_of_range`, named the same way):
+// end given to an accessor, as to std::vector::at, is `std::out_of_range`, named the same way;
+// sharded_parameters' layer index is an argument like any other, `std::invalid_argument`):
 //
 //   cohort::device_group group{{cohort::device_ref{0}, cohort::device_ref{0}}};
 //   // throws std::invalid_argument: "cohort::device_group: argument 'devices': device 0 is listed

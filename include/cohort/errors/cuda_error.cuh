@@ -62,7 +62,8 @@ inline std::string_view advice(cudaError_t status) noexcept {
   case cudaErrorInvalidDevice:
     return "The device id is out of range: cohort::device_count() says how many are visible.";
   case cudaErrorPeerAccessUnsupported:
-    return "These two GPUs cannot access each other's memory: check cohort::topology().";
+    return "These two GPUs cannot access each other's memory: check cohort::link_between(a, b) "
+           "or cohort::topology::of(devices).";
   case cudaErrorNoKernelImageForDevice:
   case cudaErrorUnsupportedPtxVersion:
     return "The program has no code for this GPU: build with CMAKE_CUDA_ARCHITECTURES that "

@@ -2,7 +2,8 @@
 //
 // A block of the peer-to-peer engine (or of a user's kernel with a p2p_session) that waits for a
 // peer longer than the clique's patience gives up: every kernel on the clique leaves, and the next
-// call on the clique, `p2p_clique::check()` or the group's `synchronize()` throws a `p2p_error`
+// call on the clique that moves data, `p2p_clique::check()` or the group's `synchronize()` throws a
+// `p2p_error`
 // naming the host call, and for each rank that gave up the device, the block, the engine's call it
 // waited in, the peer that did not arrive and the values each rank had reached. The CUDA context
 // is intact: the program destroys the clique, makes a new one and goes on.

@@ -151,7 +151,7 @@ class communicator : public communicator_ref {
   // ends the stuck collective) and throws. Refuses (std::logic_error) a stream being captured:
   // the wait would end the capture. Where CUDA graphs still hold the communicator (or a rank made
   // with it in this process), the abort frees it only once they are destroyed, on a thread of its
-  // own (see abort, README).
+  // own (see abort, docs/nccl.md).
   void wait(stream_ref stream, std::chrono::milliseconds timeout = default_nccl_timeout) {
     wait_all(
         std::span<communicator>(this, 1), [&](std::size_t) { return stream; }, timeout,
@@ -232,9 +232,10 @@ class communicator : public communicator_ref {
   // Ends every operation of this communicator at once and frees it; it cannot be used after.
   // Where a CUDA graph still holds it (or a rank made with it in this process), it is freed once
   // those graphs are destroyed and every such rank has been destroyed or aborted, on a thread of
-  // its own (NCCL's abort waits for them); this returns at once either way (unless no thread can
-  // be started). A graph of an aborted communicator must not be replayed: its NCCL kernels quit
-  // at once, leaving their outputs unwritten.
+  // its own (NCCL's abort waits for them), and this returns at once (unless no thread can be
+  // started); otherwise it aborts here, which waits for the kernels still running on the device.
+  // A graph of an aborted communicator must not be replayed: its NCCL kernels quit at once,
+  // leaving their outputs unwritten.
   void abort() noexcept {
     if (state_) state_->abort();
     state_.reset();

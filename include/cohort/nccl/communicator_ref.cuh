@@ -43,8 +43,9 @@ class communicator_ref {
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   device_ref device() const noexcept { return device_; }
-  // How long a call may wait for NCCL to take an operation (peers included) before the
-  // communicator is aborted and the call throws `timeout_error`.
+  // The bound on a non-blocking (bounded or raw) communicator's calls, before the communicator is
+  // aborted and the call throws `timeout_error`, and on this communicator's end. Calls of a
+  // blocking communicator (the default) are not bounded by it (timeouts.cuh).
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
 
  protected:

@@ -21,9 +21,10 @@
 // launch captured into a graph replays correctly (the state that moves is on the GPUs, as for the
 // engine's own calls: the session reads its block's epoch when it opens and advances it at end()).
 //
-// Rules (breaking one hangs the kernel until the clique's patience runs out, then traps, or lets
-// a later barrier pass before its peers arrive: wrong results, which the debug checks below catch
-// where they can). Every rank launches the same kernel with the same grid, in the same order
+// Rules (breaking one hangs the kernel until the clique's patience runs out, when every kernel on
+// the clique leaves and the host gets a p2p_error with the context intact, or lets a later
+// barrier pass before its peers arrive: wrong results, which the debug checks below catch where
+// they can). Every rank launches the same kernel with the same grid, in the same order
 // among the clique's calls (its collectives and other session kernels), on the clique's streams
 // (peers.stream(i)) or streams ordered with them; at most 256 blocks (detail::p2p::max_blocks) per
 // grid. Every thread of a block opens the session first and calls end() last, and a kernel opens

@@ -31,9 +31,9 @@
 // the clique is destroyed, or after a launch broke it part-way (its barriers then no longer wait).
 //
 // A peer that does not arrive within the patience stops the clique, not the process: every
-// kernel on it leaves, and the next call, check() and the group's synchronize() throw a
-// p2p_error naming the ranks, block and call; a graph replayed on it then does nothing and
-// reports the same. Destroy it and make a new one (p2p_error.cuh, docs/p2p.md).
+// kernel on it leaves, and the next call that moves data, check() and the group's synchronize()
+// throw a p2p_error naming the ranks, block and call; a graph replayed on it then does nothing
+// and reports the same. Destroy it and make a new one (p2p_error.cuh, docs/p2p.md).
 // Destroying the clique frees its memory only after every member's last call has finished
 // (stream-ordered; no host wait).
 #pragma once
@@ -165,7 +165,7 @@ class p2p_clique {
   unsigned max_blocks() const noexcept { return blocks_; }
   // Whether the clique can no longer run calls: a peer did not arrive within the patience (check()
   // says which), or an earlier call's launch failed part-way, which leaves the members' epochs
-  // apart for good. Every later call is refused: make a new clique.
+  // apart for good. Every later call that moves data is refused: make a new clique.
   bool broken() const noexcept { return broken_ || faults_.any_written(); }
 
   // Throws the p2p_error that a peer that did not arrive left (naming `call` as the host call that

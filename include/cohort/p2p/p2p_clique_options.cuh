@@ -54,7 +54,8 @@ struct p2p_clique_options {
     return std::chrono::milliseconds(
         static_cast<std::chrono::milliseconds::rep>(std::min(value, most)));
   }
-  // Blocks per rank a call may use; 0: half of the SMs each member has (at least 1).
+  // Blocks per rank a call may use, never more than half of any member's concurrent_sm_count (at
+  // least 1) nor 256; 0, or more: that bound.
   unsigned max_blocks = 0;
 };
 

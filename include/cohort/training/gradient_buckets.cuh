@@ -47,7 +47,9 @@
 // The compute streams must be other streams than the collectives' (on a member's own device; for
 // an emulated group, `device_group::new_stream(i)` gives one in the member's SM share), and
 // outlive the buckets; so must the clique or communicator and the spans' memory. Every argument is
-// checked before anything is enqueued.
+// checked before anything is enqueued, but for the communicator form's `collectives` stream, which
+// must be a stream of the communicator's device: a wrong one is refused by the first ready() or
+// gather(), after it has recorded an event on the compute stream.
 #pragma once
 
 #include "../communication/operators.cuh"
@@ -122,7 +124,8 @@ class gradient_buckets {
 
   // A new bucket, returned by its index (0, 1, ... in the order added): one span per member, on
   // that member's device, all the same size, apart from every other bucket's. For
-  // reduce_scatter, the size must divide into size() equal blocks (pad the bucket).
+  // reduce_scatter, the size must divide into one equal block per rank (the clique's members, or
+  // the communicator's ranks; pad the bucket).
   std::size_t add(std::vector<cuda::std::span<T>> gradients) {
     constexpr const char* function = "gradient_buckets::add";
     std::vector<cuda::std::span<const T>> taken;
@@ -170,8 +173,9 @@ class gradient_buckets {
         .size();
   }
 
-  // What member `member` holds of the reduced bucket: block `member` for reduce_scatter, the whole
-  // span for all_reduce.
+  // What member `member` holds of the reduced bucket: the block of its rank for reduce_scatter
+  // (block `member` over a clique, block comm.rank() over a communicator), the whole span for
+  // all_reduce.
   cuda::std::span<T> shard(std::size_t bucket, std::size_t member) const {
     // Accessor indices past the end are std::out_of_range, as from std::vector::at.
     const entry& b = detail::element_at(buckets_, bucket, "gradient_buckets::shard", "buckets");
