@@ -75,12 +75,12 @@ inline constexpr int reduce_block_threads = 256;
 inline constexpr int reduce_block_warps = reduce_block_threads / 32;
 inline constexpr unsigned reduce_blocks_per_sm = 8;
 
-// Items each lane loads per step: 16 bytes, one vector load of consecutive items (blocked, so the
-// lane folds them in order, and a warp's step is 512 contiguous bytes). Measured on an H200 over
-// 2^28 floats: 16 bytes a lane and 8 blocks of 256 threads per SM ran at 0.97x
-// cub::DeviceReduce::Sum; 32 or 64 bytes a lane, or items transposed through shared memory
-// (bank conflicts), ran at 0.45-0.84x. A pointer not aligned for the vector (a user's view that
-// starts mid-allocation) is loaded item by item: CUB checks the alignment.
+// Items each lane loads per step: 16 bytes of consecutive items (blocked, so the lane folds them
+// in order, and a warp's step is 512 contiguous bytes). cub::WarpLoad's vectorized form, asked
+// for below, loads them item by item in the CCCL of CUDA 13.0 (its pointer overloads are never
+// chosen: NVIDIA/cccl#431). Measured on an H200 over 2^28 floats: 16 bytes a lane and 8 blocks of
+// 256 threads per SM ran at 0.97x cub::DeviceReduce::Sum; 32 or 64 bytes a lane, or items
+// transposed through shared memory (bank conflicts), ran at 0.45-0.84x.
 template <class U>
 inline constexpr int reduce_items_per_lane = sizeof(U) < 16 ? static_cast<int>(16 / sizeof(U)) : 1;
 
