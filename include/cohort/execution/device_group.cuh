@@ -198,14 +198,12 @@ class device_group {
   bool borrows_streams() const noexcept { return streams_.empty() && !stream_refs_.empty(); }
   const std::vector<device_ref>& devices() const noexcept { return devices_; }
 
-  // Where cohort's buffers and most of its scratch for member `i` come from: the group's resource,
-  // counted per member (memory_held says what does not).
+  // Member `i`'s resource, counted: cohort's buffers and most scratch (memory_held: what not).
   memory_resource_ref memory_resource(std::size_t i) const {
     detail::element_at(devices_, i, "device_group::memory_resource", "members");
     return memory_[i];
   }
-  // From now on every member allocates from `resource` what it took from the last one (which
-  // must outlive what it gives).
+  // From now on every member allocates from `resource` (which must outlive what it gives).
   // Refused (std::logic_error) while the group holds memory, but for the scratch release_scratch
   // gives back first: it goes back where it came from.
   void set_memory_resource(memory_resource_ref resource) {
@@ -220,10 +218,9 @@ class device_group {
     for (std::size_t i = 0; i < size(); ++i)
       memory_[i].set_upstream(resource);
   }
-  // The device memory cohort holds through member `i`'s resource now (buffers, and the scratch
-  // the algorithms keep from it for their next calls until the group goes), and the most it held
-  // at once. Not counted: what comes from the device's pool directly (a sort's runs kept on the
-  // devices, a device_result's slots, a p2p_clique's state).
+  // The device memory cohort holds through member `i`'s resource now (buffers, kept scratch), and
+  // the most it held at once; not what comes from the device's pool directly (a sort's kept runs,
+  // a device_result's slots, a p2p_clique's state).
   memory_usage memory_held(std::size_t i) const {
     detail::element_at(devices_, i, "device_group::memory_held", "members");
     return memory_[i].usage();
