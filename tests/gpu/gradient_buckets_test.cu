@@ -375,6 +375,15 @@ TEST_CASE("gradient_buckets over one process's rank of a communicator") {
   CHECK_THROWS_WITH_AS(cohort::gradient_buckets<float>(comm, compute, compute),
                        doctest::Contains("is the stream the collectives run on"),
                        std::invalid_argument);
+  // An empty collectives' stream (moved from) is refused by the constructor, not by ready().
+  cohort::stream moved_from(d);
+  cohort::stream keeper(std::move(moved_from));
+  CHECK_THROWS_WITH_AS(cohort::gradient_buckets<float>(comm, moved_from, compute),
+                       doctest::Contains("'collectives': has no CUDA stream"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cohort::sharded_parameters<float>(comm, moved_from, compute),
+                       doctest::Contains("'collectives': has no CUDA stream"),
+                       std::invalid_argument);
 }
 #endif
 

@@ -47,9 +47,8 @@
 // The compute streams must be other streams than the collectives' (on a member's own device; for
 // an emulated group, `device_group::new_stream(i)` gives one in the member's SM share), and
 // outlive the buckets; so must the clique or communicator and the spans' memory. Every argument is
-// checked before anything is enqueued, but for the communicator form's `collectives` stream, which
-// must be a stream of the communicator's device: a wrong one is refused by the first ready() or
-// gather(), after it has recorded an event on the compute stream.
+// checked before anything is enqueued: the communicator form's `collectives` stream is refused
+// by the constructor where it is empty or of another device than the communicator's.
 #pragma once
 
 #include "../communication/operators.cuh"

@@ -56,8 +56,8 @@
 // both ways (under a capture of the group's streams, first: it brings the compute streams in).
 // Every layer gathered inside a capture must be released inside it. Every argument and the
 // layer's state (full() before a gather, a second gather or release, ...) is checked before
-// anything is enqueued, but for the communicator form's `collectives` stream, which must be a
-// stream of the communicator's device (a wrong one is refused by the first call that uses it).
+// anything is enqueued (the communicator form's `collectives` stream, empty or of another device
+// than the communicator's, by the constructor).
 // The compute streams, the clique or communicator and the shards' memory must outlive the
 // parameters; over the p2p engine, `options.memory` must give memory the peers
 // can reach (the device's pool, and a group's resources over it, once the clique is made).

@@ -21,14 +21,22 @@ namespace detail::training {
 // `Engine` is one of bucket_engines.cuh's: members() spans a bucket, device(i) and stream(i) where
 // member i's collectives run, ranks() blocks a reduce_scatter cuts a bucket into.
 
-// One stream per member, on its device, none of them the collectives' own. `function`: the
-// constructor that checks them.
+// One stream per member, on its device, none of them the collectives' own; and the collectives'
+// streams on the members' devices (a communicator's is the user's). `function`: the constructor
+// that checks them.
 template <class Engine>
 void require_compute_streams(const Engine& peers, const std::vector<stream_ref>& compute,
                              const char* function = "gradient_buckets") {
   detail::require_count(compute.size(), peers.members(), function, "compute",
                         "one stream per member");
   for (std::size_t i = 0; i < compute.size(); ++i) {
+    const stream_ref collectives = peers.stream(i);
+    detail::require_stream(collectives, function, "collectives");
+    if (collectives.device() != peers.device(i))
+      detail::throw_invalid_argument(
+          function, "collectives",
+          "is a stream of device " + std::to_string(collectives.device().get()) +
+              "; the communicator is on device " + std::to_string(peers.device(i).get()) + ".");
     const auto name = detail::indexed("compute", i);
     if (stream_ref::is_empty(compute[i].native_handle()))
       detail::require_stream(compute[i], function, name());
