@@ -10,7 +10,9 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace {
 
@@ -418,4 +420,23 @@ TEST_CASE("an error an earlier CUDA call left recorded is refused before any mem
     for (int v : cohort::testing::shard_to_host(x, r))
       wrong += v != 1;
   CHECK(wrong == 0);
+}
+
+// for_each_n hands its work to CUB too, which would report the error as its own launch's.
+TEST_CASE("for_each_n refuses an error an earlier CUDA call left recorded, by name") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  cohort::stream s(cohort::device_ref{0});
+  cohort::device_buffer<int> x(1009, s);
+  x.fill_bytes(0);
+  int* const data = x.data();
+  REQUIRE(cudaSetDevice(1 << 20) == cudaErrorInvalidDevice);
+  CHECK_THROWS_WITH_AS(
+      cohort::for_each_n(s, 1009, [data] __device__(std::size_t i) { data[i] += 1; }),
+      doctest::Contains("for_each_n (an error an earlier call left recorded)"), cohort::cuda_error);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  cohort::for_each_n(s, 1009, [data] __device__(std::size_t i) { data[i] += 1; });
+  std::vector<int> got(1009);
+  x.copy_to_host(got);
+  s.synchronize();
+  CHECK(std::count(got.begin(), got.end(), 1) == 1009);
 }

@@ -75,6 +75,7 @@ template <class F>
 void for_each_n(stream_ref stream, std::size_t n, F f) {
   const detail::nvtx_range range("for_each_n", "%zu items on device %d", n, stream.device().get());
   detail::require_stream(stream, "for_each_n");
+  detail::refuse_recorded_error("for_each_n", stream.device().get());
   scoped_device on(stream.device());
   detail::bulk(stream, n, 0, f, "cub::DeviceFor::Bulk (for_each_n)");
 }
