@@ -1,7 +1,8 @@
 // The launch shapes the algorithms compute on the host before they launch, checked without a GPU
 // over sizes from 0 to past 2^40: a reduction's blocks and items per warp (every item read by one
-// warp, no block without items, never more blocks than the partial slots), and the element
-// form's grid and pieces (every element in one tile of one launch, no launch past CUDA's limit).
+// warp, no block without items, never more blocks than the partial slots, few tiles not spread
+// thin), and the element form's grid and pieces (every element in one tile of one launch, no
+// launch past CUDA's limit).
 #include <cohort/algorithms/detail/for_each_kernels.cuh>
 #include <cohort/algorithms/detail/reduce_plan.cuh>
 
@@ -44,10 +45,17 @@ void check_reduce_plans() {
       // Every item is some warp's, and the last block has items of its own.
       CHECK(per_block * plan.blocks >= count);
       CHECK(per_block * (plan.blocks - 1) < count);
-      // The tiles are shared evenly over all the warps the slots allow.
+      // Many tiles are shared evenly over all the warps the slots allow; few go to warps of at
+      // least reduce_min_tiles_per_warp tiles each (the last may have fewer).
       const std::size_t tiles = (count + tile - 1) / tile;
       const std::size_t all_warps = std::size_t(max_blocks) * warps;
-      CHECK(plan.per_warp / tile == (tiles + all_warps - 1) / all_warps);
+      const std::size_t min_tiles = cohort::detail::reduce_min_tiles_per_warp;
+      const std::size_t per_warp_tiles = plan.per_warp / tile;
+      const std::size_t busy_warps = (tiles + per_warp_tiles - 1) / per_warp_tiles;
+      if (tiles >= min_tiles * all_warps)
+        CHECK(per_warp_tiles == (tiles + all_warps - 1) / all_warps);
+      else
+        CHECK(busy_warps <= (tiles + min_tiles - 1) / min_tiles);
     }
 }
 

@@ -7,10 +7,11 @@
 
 #include "../../detail/narrow_floats.cuh"
 
-#include <cub/warp/warp_load.cuh>
+#include <cub/block/block_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>
 
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
 #include <type_traits>
 
@@ -75,33 +76,48 @@ inline constexpr int reduce_block_threads = 256;
 inline constexpr int reduce_block_warps = reduce_block_threads / 32;
 inline constexpr unsigned reduce_blocks_per_sm = 8;
 
-// Items each lane loads per step: 16 bytes of consecutive items (blocked, so the lane folds them
-// in order, and a warp's step is 512 contiguous bytes). cub::WarpLoad's vectorized form, asked
-// for below, loads them item by item in the CCCL of CUDA 13.0 (its pointer overloads are never
-// chosen: NVIDIA/cccl#431). Measured on an H200 over 2^28 floats: 16 bytes a lane and 8 blocks of
-// 256 threads per SM ran at 0.97x cub::DeviceReduce::Sum; 32 or 64 bytes a lane, or items
-// transposed through shared memory (bank conflicts), ran at 0.45-0.84x.
+// Items each lane loads per tile: 16 bytes of consecutive items (blocked, so the lane folds them
+// in order, and a warp's tile is 512 contiguous bytes), in one 16-byte load where the input is a
+// pointer aligned to 16 bytes (load_lane: cub::WarpLoad's vectorized form loads item by item in
+// the CCCL of CUDA 13.0, NVIDIA/cccl#431). 32 or 64 bytes a lane, or items transposed through
+// shared memory (bank conflicts), ran at 0.45-0.84x cub::DeviceReduce on an H200.
 template <class U>
 inline constexpr int reduce_items_per_lane = sizeof(U) < 16 ? static_cast<int>(16 / sizeof(U)) : 1;
 
-// A block's result as a partial slot: the kernel folds values of type V, which is the user's T on
-// the first step and maybe<T> when it folds the partials of the first step.
-template <class T, class V>
-__device__ void store_partial(maybe<T>* out, const maybe<V>& result) {
-  if constexpr (std::is_same_v<V, T>)
-    *out = result;
-  else
-    *out = result.has() ? result.value : maybe<T>::none();
+// Tiles a warp loads before it folds them: several 16-byte loads in flight per lane are what a
+// pointer input needs to reach the memory's bandwidth. An index range (nothing to load) and wide
+// values (registers) take one.
+template <class Input, class V>
+inline constexpr int reduce_tiles_per_step = std::is_pointer_v<Input> && sizeof(V) <= 16 ? 4 : 1;
+
+// Blocks per SM the first step's kernel is compiled for: 8 of 256 threads (32 registers a thread)
+// for values of up to 8 bytes, which is how it is launched; wider values get the registers they
+// need, and fewer blocks fit.
+template <class V>
+inline constexpr int reduce_min_blocks = sizeof(V) <= 8 ? static_cast<int>(reduce_blocks_per_sm)
+                                                        : 1;
+
+// A lane's items [at, at + N): one 16-byte load where `aligned` says the input allows it.
+template <int N, class Input, class U>
+__device__ void load_lane(Input at, U (&items)[N], bool aligned) {
+  if constexpr (std::is_pointer_v<Input> && sizeof(U) * N == 16 &&
+                std::is_trivially_copyable_v<U>) {
+    if (aligned) {
+      const uint4 all = *reinterpret_cast<const uint4*>(at);
+      __builtin_memcpy(items, &all, 16);
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    items[j] = at[j];
 }
 
 // Where a block's result goes: its partial slot (out[blockIdx.x]), for a later step to fold...
 template <class T>
 struct into_partials {
   maybe<T>* out;
-  template <class V>
-  __device__ void operator()(const maybe<V>& block) const {
-    store_partial(out + blockIdx.x, block);
-  }
+  __device__ void operator()(const maybe<T>& block) const { out[blockIdx.x] = block; }
 };
 
 // ...or, from the one block that folds all a group of one has, op(init, it) as the result itself
@@ -111,32 +127,28 @@ struct into_result {
   T init;
   Op op;
   T* result;
-  template <class V>
-  __device__ void operator()(const maybe<V>& block) const {
-    maybe<T> all;
-    store_partial(&all, block);
+  __device__ void operator()(const maybe<T>& all) const {
     *result = all.has() ? convert<T>(op(init, all.value)) : init;
   }
 };
 
 // Reduces items [0, count) of `input` in order, values transform(item) of type V folded with `op`.
 // Warp w of block b (global warp g = b * warps + w) takes the contiguous range
-// [g * per_warp, (g + 1) * per_warp) and steps through it a warp tile at a time: each lane folds
-// its consecutive items, cub::WarpReduce (which keeps lane order) folds the lanes, and lane 0 folds
-// the tiles in order. Whole tiles take the plain path (no "nothing" to test per item); only a
-// warp's last, partial tile pays for maybe<V>. The warps' results are folded in order and given
-// to `out` (into_partials or into_result).
-template <class V, class Input, class Transform, class Op, class Out>
-__global__ void __launch_bounds__(reduce_block_threads)
+// [g * per_warp, (g + 1) * per_warp) and steps through it Tiles warp tiles at a time: it loads
+// them all, then for each tile in turn each lane folds its consecutive items, cub::WarpReduce
+// (which keeps lane order) folds the lanes, and lane 0 folds the tiles in order. Whole tiles take
+// the plain path (no "nothing" to test per item); only a warp's last, partial tile pays for
+// maybe<V>. The warps' results are folded in order and given to `out` (into_partials or
+// into_result).
+template <class V, int Tiles, int MinBlocks, class Input, class Transform, class Op, class Out>
+__global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
     reduce_in_order(Input input, std::size_t count, std::size_t per_warp, Transform transform,
                     Op op, Out out) {
   using U = typename std::iterator_traits<Input>::value_type;
   constexpr int per_lane = reduce_items_per_lane<U>;
   constexpr int tile = 32 * per_lane;
-  using load = cub::WarpLoad<U, per_lane, cub::WARP_LOAD_VECTORIZE>;
   using reduce_whole = cub::WarpReduce<V>;
   using reduce_partial = cub::WarpReduce<maybe<V>>;
-  __shared__ typename load::TempStorage load_storage[reduce_block_warps];
   __shared__ typename reduce_whole::TempStorage whole_storage[reduce_block_warps];
   __shared__ typename reduce_partial::TempStorage partial_storage[reduce_block_warps];
   // Raw storage: a __shared__ variable may not have a constructor to run, and V's may.
@@ -146,34 +158,47 @@ __global__ void __launch_bounds__(reduce_block_threads)
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
   const combine_maybe<V, Op> combine{op};
+  bool aligned = false; // every lane's loads are 16-byte aligned where the input is
+  if constexpr (std::is_pointer_v<Input>)
+    aligned = reinterpret_cast<std::uintptr_t>(input) % 16 == 0;
   const std::size_t first =
       (static_cast<std::size_t>(blockIdx.x) * reduce_block_warps + warp) * per_warp;
   const std::size_t end =
       first < count ? (count - first < per_warp ? count : first + per_warp) : first;
   const std::size_t whole_end = first + (end - first) / tile * tile;
-  // Warp-uniform bounds: every lane of the warp runs every step, as WarpLoad and WarpReduce need.
+  // Warp-uniform bounds: every lane of the warp runs every step, as WarpReduce needs.
   V total{}; // meaningful in lane 0 once a tile is folded
-  for (std::size_t at = first; at < whole_end; at += tile) {
-    U items[per_lane];
-    load(load_storage[warp]).Load(input + at, items);
-    V mine = convert<V>(transform(items[0]));
+  auto fold_tiles = [&]<int N>(std::size_t at, std::integral_constant<int, N>) {
+    U items[N][per_lane];
 #pragma unroll
-    for (int j = 1; j < per_lane; ++j)
-      mine = convert<V>(op(mine, convert<V>(transform(items[j]))));
-    const V step = reduce_whole(whole_storage[warp]).Reduce(mine, op);
-    if (lane == 0) total = at == first ? step : convert<V>(op(total, step));
-    __syncwarp(); // the warp's temporary storage is reused by the next step
-  }
+    for (int t = 0; t < N; ++t)
+      load_lane(input + (at + t * tile + lane * per_lane), items[t], aligned);
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+      V mine = convert<V>(transform(items[t][0]));
+#pragma unroll
+      for (int j = 1; j < per_lane; ++j)
+        mine = convert<V>(op(mine, convert<V>(transform(items[t][j]))));
+      const V step = reduce_whole(whole_storage[warp]).Reduce(mine, op);
+      if (lane == 0) total = at == first && t == 0 ? step : convert<V>(op(total, step));
+      __syncwarp(); // the warp's temporary storage is reused by the next tile
+    }
+  };
+  std::size_t at = first;
+  for (; whole_end - at >= std::size_t{Tiles} * tile; at += std::size_t{Tiles} * tile)
+    fold_tiles(at, std::integral_constant<int, Tiles>{});
+  if constexpr (Tiles > 1)
+    for (; at < whole_end; at += tile)
+      fold_tiles(at, std::integral_constant<int, 1>{});
   maybe<V> result = whole_end > first ? maybe<V>::of(total) : maybe<V>::none();
   if (whole_end < end) {
     const int valid = static_cast<int>(end - whole_end);
-    U items[per_lane];
-    load(load_storage[warp]).Load(input + whole_end, items, valid, U{});
     maybe<V> mine = maybe<V>::none();
 #pragma unroll
     for (int j = 0; j < per_lane; ++j)
       if (lane * per_lane + j < valid)
-        mine = combine(mine, maybe<V>::of(convert<V>(transform(items[j]))));
+        mine = combine(mine,
+                       maybe<V>::of(convert<V>(transform(input[whole_end + lane * per_lane + j]))));
     const maybe<V> step = reduce_partial(partial_storage[warp]).Reduce(mine, combine);
     if (lane == 0) result = combine(result, step);
   }
@@ -185,6 +210,34 @@ __global__ void __launch_bounds__(reduce_block_threads)
       block = combine(block, warp_total[w]);
     out(block);
   }
+}
+
+// The first step's kernel for values of type V read from an Input.
+template <class V, class Input, class Transform, class Op, class Out>
+inline constexpr auto reduce_kernel =
+    reduce_in_order<V, reduce_tiles_per_step<Input, V>, reduce_min_blocks<V>, Input, Transform, Op,
+                    Out>;
+
+// The second step: one block folds the first step's `count` partial slots, in order, and gives
+// the result to `out`. Each thread takes one slot of a chunk of 256, cub::BlockReduce (whose
+// default algorithm keeps thread order) folds the chunk, and thread 0 folds the chunks in order.
+template <class T, class Op, class Out>
+__global__ void __launch_bounds__(reduce_block_threads)
+    fold_partials(const maybe<T>* partials, unsigned count, Op op, Out out) {
+  using reduce_block = cub::BlockReduce<maybe<T>, reduce_block_threads>;
+  static_assert(sizeof(typename reduce_block::TempStorage) + sizeof(maybe<T>) <= 48 * 1024,
+                "a value too wide for one block's shared memory");
+  __shared__ typename reduce_block::TempStorage storage;
+  const combine_maybe<T, Op> combine{op};
+  maybe<T> all = maybe<T>::none(); // meaningful in thread 0
+  for (unsigned at = 0; at < count; at += reduce_block_threads) {
+    const unsigned i = at + threadIdx.x;
+    const maybe<T> mine = i < count ? partials[i] : maybe<T>::none();
+    const maybe<T> chunk = reduce_block(storage).Reduce(mine, combine);
+    if (threadIdx.x == 0) all = combine(all, chunk);
+    __syncthreads(); // the storage is reused by the next chunk
+  }
+  if (threadIdx.x == 0) out(all);
 }
 
 // `value` into `result` (device memory, or a pinned host slot): a group of one's reduction of no

@@ -81,21 +81,20 @@ void enqueue_reduce_one(const device_group& group, const Source& source, T init,
   if (first.blocks == 0) {
     launch(stream, {.name = "cohort::detail::store_result"}, store_result<T>, result, init);
   } else if (first.blocks == 1) {
-    launch(stream, config, reduce_in_order<T, Input, Transform, Op, into_result<T, Op>>, input,
-           count, first.per_warp, transform, op, into);
+    launch(stream, config, reduce_kernel<T, Input, Transform, Op, into_result<T, Op>>, input, count,
+           first.per_warp, transform, op, into);
   } else {
     // A T with padding has bytes the kernels never write: zeroed, so that the second step's
     // copies of the slots read only written bytes (what compute-sanitizer's initcheck checks).
     if constexpr (!std::is_arithmetic_v<T> && !std::has_unique_object_representations_v<T>)
       check_cuda(cudaMemsetAsync(slots, 0, first.blocks * sizeof(slot), stream.native_handle()),
                  "cudaMemsetAsync (reduction partials)", device);
-    launch(stream, config, reduce_in_order<T, Input, Transform, Op, into_partials<T>>, input, count,
+    launch(stream, config, reduce_kernel<T, Input, Transform, Op, into_partials<T>>, input, count,
            first.per_warp, transform, op, into_partials<T>{slots});
-    const reduce_launch second = plan_reduce<slot>(first.blocks, 1);
-    launch(stream, {.grid = 1, .block = reduce_block_threads, .name = config.name},
-           reduce_in_order<slot, const slot*, identity, combine_maybe<T, Op>, into_result<T, Op>>,
-           static_cast<const slot*>(slots), std::size_t{first.blocks}, second.per_warp, identity{},
-           combine_maybe<T, Op>{op}, into);
+    launch(stream,
+           {.grid = 1, .block = reduce_block_threads, .name = "cohort::detail::fold_partials"},
+           fold_partials<T, Op, into_result<T, Op>>, static_cast<const slot*>(slots), first.blocks,
+           op, into);
   }
   if (balancer != nullptr) balancer->stop(0, stream);
 }

@@ -89,12 +89,18 @@ struct reduce_launch {
   std::size_t per_warp = 0;
 };
 
+// The fewest tiles a warp takes while there are warps to spare: a warp with one tile pays a whole
+// WarpReduce and a slot for 512 bytes, and fewer blocks leave the second step less to fold.
+inline constexpr std::size_t reduce_min_tiles_per_warp = 4;
+
 template <class U>
 reduce_launch plan_reduce(std::size_t count, unsigned max_blocks) {
   constexpr std::size_t tile = 32 * reduce_items_per_lane<U>;
   if (count == 0) return {};
-  const std::size_t warps = static_cast<std::size_t>(max_blocks) * reduce_block_warps;
   const std::size_t tiles = (count + tile - 1) / tile;
+  const std::size_t warps =
+      std::clamp<std::size_t>((tiles + reduce_min_tiles_per_warp - 1) / reduce_min_tiles_per_warp,
+                              1, static_cast<std::size_t>(max_blocks) * reduce_block_warps);
   const std::size_t per_warp = (tiles + warps - 1) / warps * tile;
   const std::size_t per_block = per_warp * reduce_block_warps;
   return {static_cast<unsigned>((count + per_block - 1) / per_block), per_warp};
@@ -222,16 +228,14 @@ void enqueue_reduce(const device_group& group, const Source& source, T init, Op 
                                  .name = "cohort::detail::reduce_in_order"};
       // One block writes the member's result; several write one partial each, which one more
       // block then folds, in order, into the result.
-      launch(m.stream, config, reduce_in_order<T, Input, Transform, Op, into_partials<T>>, input,
+      launch(m.stream, config, reduce_kernel<T, Input, Transform, Op, into_partials<T>>, input,
              count, first.per_warp, transform, op,
              into_partials<T>{first.blocks == 1 ? mine : mine + 1});
-      if (first.blocks > 1) {
-        const reduce_launch second = plan_reduce<slot>(first.blocks, 1);
-        launch(m.stream, {.grid = 1, .block = reduce_block_threads, .name = config.name},
-               reduce_in_order<slot, const slot*, identity, combine_maybe<T, Op>, into_partials<T>>,
-               static_cast<const slot*>(mine + 1), std::size_t{first.blocks}, second.per_warp,
-               identity{}, combine_maybe<T, Op>{op}, into_partials<T>{mine});
-      }
+      if (first.blocks > 1)
+        launch(m.stream,
+               {.grid = 1, .block = reduce_block_threads, .name = "cohort::detail::fold_partials"},
+               fold_partials<T, Op, into_partials<T>>, static_cast<const slot*>(mine + 1),
+               first.blocks, op, into_partials<T>{mine});
     }
     if (source.balancer != nullptr) source.balancer->stop(m.rank, m.stream);
     if (first.blocks > 0) {
