@@ -90,7 +90,9 @@ struct reduce_launch {
 };
 
 // The fewest tiles a warp takes while there are warps to spare: a warp with one tile pays a whole
-// WarpReduce and a slot for 512 bytes, and fewer blocks leave the second step less to fold.
+// block's start and fold for 512 bytes, and fewer blocks leave the second step less to fold. On an
+// H100 over 2^20 floats: 0.70x cub::DeviceReduce::Reduce at one tile a warp, 0.99x at four, 0.88x
+// at sixteen.
 inline constexpr std::size_t reduce_min_tiles_per_warp = 4;
 
 template <class U>
