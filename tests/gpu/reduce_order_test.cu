@@ -1,0 +1,125 @@
+// The in-order reduction where values are small enough for four tiles a step: an affine fold
+// (associative, not commutative, exact in 32-bit arithmetic) notices an item skipped, taken twice
+// or taken out of order. Sizes at the edges of a lane's load, a warp's tile, a step, a warp's range
+// and a block's, and up to 2^24 + 3 (many steps a warp); a group of one and an emulated or real
+// group of three; pairs read whole, 32-bit items lifted by a transform from an aligned buffer and
+// from a view one item off 16-byte alignment, into a pending value and into a device_result; and
+// the index form.
+#include "testing.cuh"
+
+#include <doctest/doctest.h>
+
+#include <cuda/std/span>
+
+#include <algorithm>
+#include <cstddef>
+#include <random>
+#include <vector>
+
+namespace {
+
+// x -> a * x + b modulo 2^32; `a` odd, so no map absorbs what came before it.
+struct affine {
+  unsigned a, b;
+};
+static_assert(sizeof(affine) == 8); // four tiles a step: the path under test
+
+// f, then g.
+__host__ __device__ inline affine then(affine f, affine g) {
+  return {g.a * f.a, g.a * f.b + g.b};
+}
+
+struct compose {
+  __device__ affine operator()(const affine& f, const affine& g) const { return then(f, g); }
+};
+struct lift_item {
+  __host__ __device__ affine operator()(unsigned x) const { return {x * 2u + 1u, x ^ 0x9e3779b9u}; }
+};
+struct lift_index {
+  __device__ affine operator()(std::size_t i) const {
+    return lift_item{}(static_cast<unsigned>(i * 2654435761u));
+  }
+};
+
+const affine init = {5u, 11u};
+
+affine fold_on_host(const std::vector<unsigned>& items) {
+  affine r = init;
+  for (unsigned x : items)
+    r = then(r, lift_item{}(x));
+  return r;
+}
+
+void check_same(const affine& got, const affine& expected) {
+  CHECK(got.a == expected.a);
+  CHECK(got.b == expected.b);
+}
+
+std::vector<unsigned> random_items(std::size_t n, unsigned seed) {
+  std::mt19937 engine(seed);
+  std::vector<unsigned> items(n);
+  for (unsigned& x : items)
+    x = engine();
+  return items;
+}
+
+// Around a lane's load (4 items), a warp's tile (128), a step and a warp's fewest items (512), four
+// warps' (2048) and a block's (4096), then sizes of many warps and blocks.
+// clang-format off
+const std::size_t order_sizes[] = {0, 1, 3, 4, 127, 128, 129, 511, 512, 513, 2047, 2049, 4096, 4099,
+                                   65537, 1000003, (1u << 22) + 5, (1u << 24) + 3};
+// clang-format on
+
+} // namespace
+
+TEST_CASE("in-order reductions of small values take every item once, in order") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 3u}) {
+    const cohort::device_group group = cohort::testing::group_of(members);
+    cohort::device_result<affine> result(group);
+    for (std::size_t n : order_sizes) {
+      CAPTURE(members);
+      CAPTURE(n);
+      const std::vector<unsigned> items = random_items(n, 7 + static_cast<unsigned>(n));
+      const affine expected = fold_on_host(items);
+
+      cohort::distributed_buffer<unsigned> x(group, n);
+      x.copy_from_host(items);
+      check_same(
+          cohort::multi_device_transform_reduce(group, x, init, compose{}, lift_item{}).wait(),
+          expected);
+
+      std::vector<affine> lifted(n);
+      for (std::size_t i = 0; i < n; ++i)
+        lifted[i] = lift_item{}(items[i]);
+      cohort::distributed_buffer<affine> pairs(group, n);
+      pairs.copy_from_host(lifted);
+      check_same(cohort::multi_device_reduce(group, pairs, init, compose{}).wait(), expected);
+
+      // Each member's shard one item past a 16-byte boundary: the spans load item by item.
+      std::vector<cohort::device_buffer<unsigned>> memory;
+      std::vector<cuda::std::span<unsigned>> spans;
+      for (std::size_t k = 0; k < group.size(); ++k) {
+        const std::size_t count = x.split().count(k), offset = x.split().offset(k);
+        std::vector<unsigned> padded(count + 1, 0xa5a5a5a5u);
+        std::copy(items.begin() + offset, items.begin() + offset + count, padded.begin() + 1);
+        memory.emplace_back(count + 1, group.stream(k));
+        memory.back().copy_from_host(padded);
+        memory.back().stream().synchronize(); // the host vector goes at the end of the scope
+        spans.emplace_back(memory.back().data() + 1, count);
+      }
+      const cohort::distributed_view<unsigned> off(group, spans);
+      cohort::multi_device_transform_reduce(group, off, init, compose{}, lift_item{}, result);
+      check_same(result.get(), expected);
+
+      std::vector<unsigned> hashed(n);
+      for (std::size_t i = 0; i < n; ++i)
+        hashed[i] = static_cast<unsigned>(i * 2654435761u);
+      check_same(cohort::multi_device_transform_reduce(group, cohort::indices(n), init, compose{},
+                                                       lift_index{})
+                     .wait(),
+                 fold_on_host(hashed));
+      group.synchronize(); // before the memory is freed
+    }
+  }
+}
