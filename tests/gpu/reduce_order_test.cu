@@ -35,10 +35,12 @@ struct compose {
 struct lift_item {
   __host__ __device__ affine operator()(unsigned x) const { return {x * 2u + 1u, x ^ 0x9e3779b9u}; }
 };
+// The items the index form folds: i spread over 32 bits.
+__host__ __device__ inline unsigned hash_index(std::size_t i) {
+  return static_cast<unsigned>(i * 2654435761u);
+}
 struct lift_index {
-  __device__ affine operator()(std::size_t i) const {
-    return lift_item{}(static_cast<unsigned>(i * 2654435761u));
-  }
+  __device__ affine operator()(std::size_t i) const { return lift_item{}(hash_index(i)); }
 };
 
 const affine init = {5u, 11u};
@@ -96,7 +98,7 @@ TEST_CASE("in-order reductions of small values take every item once, in order") 
       pairs.copy_from_host(lifted);
       check_same(cohort::multi_device_reduce(group, pairs, init, compose{}).wait(), expected);
 
-      // Each member's shard one item past a 16-byte boundary: the spans load item by item.
+      // Each member's shard one item past a 16-byte boundary: the lanes load item by item.
       std::vector<cohort::device_buffer<unsigned>> memory;
       std::vector<cuda::std::span<unsigned>> spans;
       for (std::size_t k = 0; k < group.size(); ++k) {
@@ -114,7 +116,7 @@ TEST_CASE("in-order reductions of small values take every item once, in order") 
 
       std::vector<unsigned> hashed(n);
       for (std::size_t i = 0; i < n; ++i)
-        hashed[i] = static_cast<unsigned>(i * 2654435761u);
+        hashed[i] = hash_index(i);
       check_same(cohort::multi_device_transform_reduce(group, cohort::indices(n), init, compose{},
                                                        lift_index{})
                      .wait(),
