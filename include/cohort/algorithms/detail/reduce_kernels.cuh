@@ -74,7 +74,10 @@ void require_value_type() {
 
 inline constexpr int reduce_block_threads = 256;
 inline constexpr int reduce_block_warps = reduce_block_threads / 32;
-inline constexpr unsigned reduce_blocks_per_sm = 8;
+// Blocks per SM of the first step, each warp a contiguous range. Measured on an H100 against
+// cub::DeviceReduce::Reduce, floats and doubles from 2^21 to 2^28: four ran at 0.89-1.27x where
+// eight ran at 0.72-1.28x; two, three and six did no better.
+inline constexpr unsigned reduce_blocks_per_sm = 4;
 
 // Items each lane loads per tile: 16 bytes of consecutive items (blocked, so the lane folds them
 // in order, and a warp's tile is 512 contiguous bytes), in one 16-byte load where the input is a
@@ -86,13 +89,13 @@ inline constexpr int reduce_items_per_lane = sizeof(U) < 16 ? static_cast<int>(1
 // Tiles a warp loads before it folds them, for more loads in flight per lane. An index range
 // (nothing to load) and wide values (registers) take one. Measured on an H100 from 2^24 to 2^28
 // floats and doubles: four a step ran up to 2% faster than one; eight, compiled for 8 blocks an SM,
-// spilled registers and ran at 0.4-0.6x. Lanes that each fold a contiguous span of the warp's range
-// alone (one WarpReduce a warp, not one a tile) ran at 1.04x at 2^20 floats but 0.3-0.7x from 2^22:
-// the lanes' loads stride kilobytes apart.
+// spilled registers and ran at 0.4-0.6x (at 4 blocks an SM, 0.85x). Lanes that each fold a
+// contiguous span of the warp's range alone (one WarpReduce a warp, not one a tile) ran at 1.04x at
+// 2^20 floats but 0.3-0.7x from 2^22: the lanes' loads stride kilobytes apart.
 template <class Input, class V>
 inline constexpr int reduce_tiles_per_step = std::is_pointer_v<Input> && sizeof(V) <= 16 ? 4 : 1;
 
-// Blocks per SM the first step's kernel is compiled for: 8 of 256 threads (32 registers a thread)
+// Blocks per SM the first step's kernel is compiled for: 4 of 256 threads (64 registers a thread)
 // for values of up to 8 bytes, which is how it is launched; wider values get the registers they
 // need, and fewer blocks fit.
 template <class V>
@@ -221,8 +224,10 @@ inline constexpr auto reduce_kernel =
                     Out>;
 
 // The second step: one block folds the first step's `count` partial slots, in order, and gives
-// the result to `out`. Each thread takes one slot of a chunk of 256, cub::BlockReduce (whose
-// default algorithm keeps thread order) folds the chunk, and thread 0 folds the chunks in order.
+// the result to `out`. Thread t folds its contiguous run of slots in order, then one
+// cub::BlockReduce (whose default algorithm keeps thread order) folds the runs. With a
+// BlockReduce for each chunk of 256 slots, 2^21 to 2^24 doubles ran at 0.60-0.90x of CUB on an
+// H100 where this runs at 0.72-0.98x (both at 8 blocks an SM).
 template <class T, class Op, class Out>
 __global__ void __launch_bounds__(reduce_block_threads)
     fold_partials(const maybe<T>* partials, unsigned count, Op op, Out out) {
@@ -231,14 +236,13 @@ __global__ void __launch_bounds__(reduce_block_threads)
                 "a value too wide for one block's shared memory");
   __shared__ typename reduce_block::TempStorage storage;
   const combine_maybe<T, Op> combine{op};
-  maybe<T> all = maybe<T>::none(); // meaningful in thread 0
-  for (unsigned at = 0; at < count; at += reduce_block_threads) {
-    const unsigned i = at + threadIdx.x;
-    const maybe<T> mine = i < count ? partials[i] : maybe<T>::none();
-    const maybe<T> chunk = reduce_block(storage).Reduce(mine, combine);
-    if (threadIdx.x == 0) all = combine(all, chunk);
-    __syncthreads(); // the storage is reused by the next chunk
-  }
+  const std::size_t run = (std::size_t{count} + reduce_block_threads - 1) / reduce_block_threads;
+  const std::size_t begin = threadIdx.x * run < count ? threadIdx.x * run : count;
+  const std::size_t end = count - begin < run ? count : begin + run;
+  maybe<T> mine = maybe<T>::none();
+  for (std::size_t i = begin; i < end; ++i)
+    mine = combine(mine, partials[i]);
+  const maybe<T> all = reduce_block(storage).Reduce(mine, combine);
   if (threadIdx.x == 0) out(all);
 }
 
