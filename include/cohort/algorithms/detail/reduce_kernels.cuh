@@ -89,9 +89,9 @@ inline constexpr int reduce_items_per_lane = sizeof(U) < 16 ? static_cast<int>(1
 // Tiles a warp loads before it folds them, for more loads in flight per lane. An index range
 // (nothing to load) and wide values (registers) take one. Measured on an H100 from 2^24 to 2^28
 // floats and doubles: four a step ran up to 2% faster than one; eight, compiled for 8 blocks an SM,
-// spilled registers and ran at 0.4-0.6x (at 4 blocks an SM, 0.85x). Lanes that each fold a
-// contiguous span of the warp's range alone (one WarpReduce a warp, not one a tile) ran at 1.04x at
-// 2^20 floats but 0.3-0.7x from 2^22: the lanes' loads stride kilobytes apart.
+// spilled registers and ran at 0.4-0.6x. Lanes that each fold a contiguous span of the warp's range
+// alone (one WarpReduce a warp, not one a tile) ran at 1.04x at 2^20 floats but 0.3-0.7x from 2^22:
+// the lanes' loads stride kilobytes apart.
 template <class Input, class V>
 inline constexpr int reduce_tiles_per_step = std::is_pointer_v<Input> && sizeof(V) <= 16 ? 4 : 1;
 
