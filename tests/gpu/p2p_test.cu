@@ -335,11 +335,26 @@ TEST_CASE("automatic switches from one-shot to two-shot exactly at the automatic
   }
 }
 
+TEST_CASE("ranks that share one GPU meet at device scope, ranks on several GPUs at system scope") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t m : group_sizes) {
+    CAPTURE(m);
+    auto group = cohort::testing::group_of(m); // real GPUs where m are visible
+    cohort::p2p_clique peers(group);
+    for (std::size_t r = 0; r < m; ++r)
+      CHECK(cohort::testing::p2p::meets_at_device_scope(peers, r) == group.is_emulated());
+  }
+  auto pair = cohort::device_group::emulated(cohort::device_ref{0}, 2);
+  cohort::p2p_clique shared(pair);
+  CHECK(cohort::testing::p2p::meets_at_device_scope(shared, 0));
+  CHECK(cohort::testing::p2p::meets_at_device_scope(shared, 1));
+}
+
 TEST_CASE("a one-shot limit that would wrap is refused, and limits round up to 256 bytes") {
   COHORT_SKIP_UNLESS_GPUS(1);
   auto group = cohort::testing::group_of(2);
-  for (const std::size_t bad : {std::size_t{1} << 63, SIZE_MAX, SIZE_MAX - 255,
-                                cohort::p2p_clique::max_one_shot_limit + 1})
+  for (const std::size_t bad :
+       {std::size_t{1} << 63, SIZE_MAX, SIZE_MAX - 255, cohort::p2p_clique::max_one_shot_limit + 1})
     CHECK_THROWS_WITH_AS(cohort::p2p_clique(group, bad), doctest::Contains("one_shot_limit"),
                          std::invalid_argument);
   cohort::p2p_clique peers(group, 1000);

@@ -20,6 +20,11 @@ inline std::size_t automatic_one_shot_limit(const cohort::p2p_clique& peers) {
   return cohort::detail::p2p::clique_access::automatic_one_shot_limit(peers);
 }
 
+// Whether member `rank`'s kernels order the ranks at device scope (every rank on one GPU).
+inline bool meets_at_device_scope(const cohort::p2p_clique& peers, std::size_t rank) {
+  return cohort::detail::p2p::clique_access::engine_for(peers, rank).one_device;
+}
+
 // Moves every member's epochs forward to `epoch` (a multiple of 4 above every epoch used so far).
 inline void set_epochs(cohort::p2p_clique& peers, std::uint64_t epoch) {
   cohort::detail::p2p::clique_access::set_epochs_for_testing(peers, epoch);

@@ -40,9 +40,10 @@
 // emulated group, on one GPU) and none of them kept from running by another kernel of yours that
 // waits for them.
 //
-// Memory ordering (system scope, release/acquire, as cuda::atomic_ref): what the threads of a
-// block wrote before sync() or signal(p) is visible to the threads of the same block of the peer
-// (every rank for sync, p for signal) after that block's matching sync() or wait(). Writes of
+// Memory ordering (release/acquire as cuda::atomic_ref, at system scope; at device scope where
+// every rank runs on one GPU, an emulated group): what the threads of a block wrote before sync()
+// or signal(p) is visible to the threads of the same block of the peer (every rank for sync, p
+// for signal) after that block's matching sync() or wait(). Writes of
 // other blocks are ordered only by grid_sync(): what any block of any rank wrote before it is
 // visible to every block of every rank after it. What a rank's stream did before its kernel (a
 // copy into the buffer, an earlier kernel) counts as written before that kernel's first sync():

@@ -302,6 +302,8 @@ class p2p_clique {
     e.fault = faults_.of(rank);
     e.half_bytes = options_.one_shot_limit;
     e.patience_ns = detail::patience_nanoseconds(options_.patience);
+    e.one_device = std::all_of(devices_.begin(), devices_.end(),
+                               [&](device_ref d) { return d == devices_.front(); });
     e.rank = static_cast<int>(rank);
     e.ranks = static_cast<int>(size());
     return e;

@@ -44,6 +44,10 @@ class block_session {
       , block_(linear_block())
       , call_(call) {
     __shared__ unsigned long long base;
+    // A clique that has stopped: the call does nothing (a graph replayed after a fault, a peer
+    // whose kernel starts only after the others gave up on it). Read with the epochs, not after
+    // them: one wait for memory instead of two.
+    const bool stop = linear_thread() == 0 && stop_is_set(stop_word(e, e.rank));
     if (linear_thread() == 0) base = 0;
     __syncthreads();
     unsigned long long highest = 0;
@@ -51,9 +55,7 @@ class block_session {
       if (e.epochs[slot] > highest) highest = e.epochs[slot];
     });
     if (highest != 0) atomicMax(&base, highest);
-    // A clique that has stopped: the call does nothing (a graph replayed after a fault, a peer
-    // whose kernel starts only after the others gave up on it).
-    stopped_ = __syncthreads_or(linear_thread() == 0 && stop_is_set(stop_word(e, e.rank))) != 0;
+    stopped_ = __syncthreads_or(stop) != 0;
     base_ = base;
     // `base` is one variable for every session a kernel opens: a second session's thread 0 must
     // not overwrite it before every thread of this block has read it.
@@ -92,9 +94,7 @@ class block_session {
     __syncthreads(); // the block's writes so far come before the flag
     if (linear_thread() == 0) {
       std::uint64_t& sent = e_->counts[block_ * max_ranks + peer];
-      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(
-          e_->flags[peer][block_ * max_ranks + e_->rank]);
-      flag.store(++sent, cuda::std::memory_order_release);
+      store_release(*e_, e_->flags[peer][block_ * max_ranks + e_->rank], ++sent);
     }
   }
 

@@ -66,6 +66,10 @@ struct engine {
   // This rank's fault record, in pinned host memory (fault.cuh).
   fault_record* fault;
   unsigned long long patience_ns; // 0: wait for a peer as long as it takes
+  // Every rank on one GPU (an emulated group): the ranks' signals and flags are ordered at the
+  // device scope. On an H100 a graph-replayed barrier took 3.5 us at the system scope, 2.0 at
+  // the device's.
+  bool one_device;
   int rank;
   int ranks; // 0 only for the no-op launch that loads a kernel (ensure_loaded)
 };
@@ -146,15 +150,31 @@ __device__ inline unsigned block_size() {
   return blockDim.x * blockDim.y * blockDim.z;
 }
 
-// Waits until `slot` holds at least `value` (system-scope acquire). False, at once, where the
+// A release store and an acquire load of a signal or flag, at the scope the clique needs.
+__device__ inline void store_release(const engine& e, std::uint64_t& word, std::uint64_t value) {
+  if (e.one_device)
+    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(word).store(
+        value, cuda::std::memory_order_release);
+  else
+    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(word).store(
+        value, cuda::std::memory_order_release);
+}
+__device__ inline std::uint64_t load_acquire(const engine& e, std::uint64_t& word) {
+  if (e.one_device)
+    return cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(word).load(
+        cuda::std::memory_order_acquire);
+  return cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(word).load(
+      cuda::std::memory_order_acquire);
+}
+
+// Waits until `slot` holds at least `value` (acquire). False, at once, where the
 // clique has stopped (the rank's stop word is set), or once the engine's patience has run out:
 // then this block gives up (fault.cuh) and every rank is told to stop. A wait longer than a
 // millisecond is written into the rank's progress, for p2p_clique::progress.
 __device__ inline bool wait_for(const engine& e, std::uint64_t& slot, std::uint64_t value,
                                 unsigned block, int peer, call_kind call,
                                 bool point_to_point = false) {
-  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> in(slot);
-  std::uint64_t seen = in.load(cuda::std::memory_order_acquire);
+  std::uint64_t seen = load_acquire(e, slot);
   if (seen >= value) return true;
   std::uint64_t* const stop = stop_word(e, e.rank);
   progress_words& progress = progress_of(e);
@@ -180,19 +200,17 @@ __device__ inline bool wait_for(const engine& e, std::uint64_t& slot, std::uint6
                   .waited_ns = waited});
       return false;
     }
-    seen = in.load(cuda::std::memory_order_acquire);
+    seen = load_acquire(e, slot);
     if (seen >= value) break;
   }
   if (reported) progress.waiting_call = static_cast<std::uint64_t>(call_kind::none);
   return true;
 }
 
-// Stores `value` into block `block`'s slot from this rank on rank `peer` (system-scope release).
+// Stores `value` into block `block`'s slot from this rank on rank `peer` (release).
 __device__ inline void store_signal(const engine& e, int peer, unsigned block,
                                     std::uint64_t value) {
-  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> out(
-      e.signals[peer][block * max_ranks + e.rank]);
-  out.store(value, cuda::std::memory_order_release);
+  store_release(e, e.signals[peer][block * max_ranks + e.rank], value);
 }
 
 // Block `block` of every rank meets block `block` of every other rank: it stores `value` into its

@@ -89,9 +89,10 @@ struct fault_record {
 // Values of a rank's stop word.
 inline constexpr std::uint64_t running = 0, gave_up = 1, told_to_stop = 2;
 
+// Relaxed: a block that finds the word set leaves, reading nothing the stopping block wrote.
 __device__ inline bool stop_is_set(std::uint64_t* stop) {
   return cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*stop).load(
-             cuda::std::memory_order_acquire) != running;
+             cuda::std::memory_order_relaxed) != running;
 }
 
 } // namespace cohort::detail::p2p
