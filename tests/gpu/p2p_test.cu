@@ -545,6 +545,70 @@ TEST_CASE("10,000 back-to-back p2p all_reduces without host synchronisation stay
     }
 }
 
+// One-shot moves up to 8 KiB a rank in lines, and more through its scratch: calls of both kinds,
+// of sizes on either side of the bound (with the last line part-filled), back to back without host
+// synchronisation. As above, each call adds (r + 1) * c on rank r and takes the max, which every
+// rank must then hold: a rank that read a stale line or a stale half would fall behind.
+TEST_CASE("one-shot in lines and through scratch interleave, at every size around 8 KiB") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (const std::size_t members : {std::size_t{2}, std::size_t{3}}) {
+    CAPTURE(members);
+    auto group = cohort::testing::group_of(members);
+    cohort::p2p_clique peers(group);
+    // long long: 1024 elements fill the lines exactly; uint8_t: 8191 leaves the last line short.
+    const std::size_t sizes[] = {1, 1024, 1025, 3, 1023, 2, 4000};
+    const std::size_t largest = 4000;
+    cohort::distributed_buffer<long long> x(group, cohort::partition::replicated(largest, members));
+    x.fill_bytes(0);
+    std::vector<long long> expected(largest, 0);
+    for (int k = 0; k < 700; ++k) {
+      const std::size_t n = sizes[k % std::size(sizes)];
+      const long long c = k % 5 + 1;
+      std::vector<cuda::std::span<long long>> spans;
+      for (std::size_t r = 0; r < members; ++r) {
+        long long* p = x.shard(r).data.data();
+        const long long add = static_cast<long long>(r + 1) * c;
+        cohort::for_each_n(group.stream(r), n, [=] __device__(std::size_t i) { p[i] += add; });
+        spans.push_back(x.shard(r).data.first(n));
+      }
+      cohort::all_reduce(peers, spans, cohort::max, {.algorithm = p2p_algorithm::one_shot});
+      for (std::size_t i = 0; i < n; ++i)
+        expected[i] += static_cast<long long>(members) * c;
+    }
+    for (std::size_t r = 0; r < members; ++r) {
+      CAPTURE(r);
+      const auto got = cohort::testing::shard_to_host(x, r);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < largest; ++i)
+        wrong += got[i] != expected[i];
+      CHECK(wrong == 0);
+    }
+    // Bytes: the last line holds 7 of its 8, then exactly 8 KiB, then one byte past the lines.
+    for (const std::size_t n : {std::size_t{8191}, std::size_t{8192}, std::size_t{8193}}) {
+      CAPTURE(n);
+      cohort::distributed_buffer<std::uint8_t> b(group, cohort::partition::replicated(n, members));
+      for (std::size_t r = 0; r < members; ++r) {
+        std::vector<std::uint8_t> values(n);
+        for (std::size_t i = 0; i < n; ++i)
+          values[i] = static_cast<std::uint8_t>((i * 7 + r * 3) % 11);
+        b.local(r).copy_from_host(values);
+      }
+      cohort::all_reduce(peers, b, cohort::sum);
+      for (std::size_t r = 0; r < members; ++r) {
+        const auto got = cohort::testing::shard_to_host(b, r);
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          unsigned want = 0;
+          for (std::size_t q = 0; q < members; ++q)
+            want += (i * 7 + q * 3) % 11;
+          wrong += got[i] != static_cast<std::uint8_t>(want);
+        }
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("p2p all_gather and broadcast move every element to every rank") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (std::size_t members : group_sizes)

@@ -74,11 +74,16 @@ class block_session {
   // The values used so far, and the value the next call takes.
   __device__ std::uint64_t used() const { return used_; }
   __device__ std::uint64_t next() { return base_ + ++used_; }
+  // The block's call number: its base in epoch steps, the same for block b of every rank.
+  __device__ std::uint64_t call_number() const { return base_ / epoch_step; }
   // This call's half of every rank's one-shot scratch: consecutive engine calls alternate, and a
   // rank reaches the call after next only once every rank has finished this one (the call between
   // has a barrier; a user's session advances by a multiple of 2 * epoch_step, see end_user).
-  __device__ std::size_t scratch_offset() const {
-    return ((base_ / epoch_step) & 1u) * e_->half_bytes;
+  __device__ std::size_t scratch_offset() const { return (call_number() & 1u) * e_->half_bytes; }
+  // False, for the whole block, where any of its threads found that a peer did not arrive.
+  __device__ bool all_arrived(bool arrived) {
+    stopped_ = __syncthreads_or(!arrived) != 0;
+    return !stopped_;
   }
 
   // False, for the whole block, where the clique stopped.

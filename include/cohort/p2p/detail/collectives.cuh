@@ -31,6 +31,17 @@ void all_reduce(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T
         const bool wide = V > 1 && all_aligned(peers, from) && all_aligned(peers, to);
         const std::size_t unit = wide ? V : 1;
         if (algorithm == p2p_algorithm::one_shot) {
+          if constexpr (8 % sizeof(U) == 0) {
+            if (n * sizeof(U) <= line_bytes) {
+              auto args = [&](std::size_t i, bool no_op) {
+                return std::make_tuple(from.of[i], to.of[i], n, engine_arg(peers, i, no_op), r);
+              };
+              launch_on_every_member<lines_all_reduce<U, Acc, R>>(
+                  peers, clique_access::blocks_for(peers, (n * sizeof(U) + 7) / 8),
+                  "cohort p2p one_shot_all_reduce", args);
+              return;
+            }
+          }
           auto args = [&](std::size_t i, bool no_op) {
             return std::make_tuple(from.of[i], to.of[i], n, engine_arg(peers, i, no_op), r);
           };

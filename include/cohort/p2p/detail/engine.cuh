@@ -33,15 +33,22 @@ inline constexpr int block_threads = 512;
 // Barrier values a call may use: its epoch's base + 1 ... base + epoch_step - 1.
 inline constexpr std::uint64_t epoch_step = 4;
 static_assert(max_ranks == fault_max_ranks);
+// Small one-shot calls move their data in lines (lines.cuh): 8 bytes of data a 16-byte line, up to
+// line_bytes a rank.
+inline constexpr std::size_t line_bytes = 8192;
+inline constexpr std::size_t max_lines = line_bytes / 8;
 
 // One rank's state, in 64-bit words of its own memory (p2p_clique allocates it zeroed): signal
-// slots, point-to-point flags, sent and waited counts, epochs, the stop word (fault.cuh), the
-// word that hands block 0's verdict of a grid_sync to the other blocks, and the progress.
+// slots, point-to-point flags, sent and waited counts, epochs, the lines small one-shot calls
+// receive (two halves of max_lines a sender), the stop word (fault.cuh), the word that hands block
+// 0's verdict of a grid_sync to the other blocks, and the progress.
 namespace state_layout {
 inline constexpr std::size_t signal_words = std::size_t{max_blocks} * max_ranks;
+inline constexpr std::size_t line_words = 2 * max_ranks * max_lines * 2;
 inline constexpr std::size_t flags = signal_words, counts = 2 * signal_words,
-                             epochs = 4 * signal_words, stop = epochs + max_blocks,
-                             grid_verdict = stop + 1, progress = grid_verdict + 1,
+                             epochs = 4 * signal_words, lines = epochs + max_blocks,
+                             stop = lines + line_words, grid_verdict = stop + 1,
+                             progress = grid_verdict + 1,
                              words = progress + sizeof(progress_words) / sizeof(std::uint64_t);
 } // namespace state_layout
 
@@ -167,15 +174,17 @@ __device__ inline std::uint64_t load_acquire(const engine& e, std::uint64_t& wor
       cuda::std::memory_order_acquire);
 }
 
-// Waits until `slot` holds at least `value` (acquire). False, at once, where the
-// clique has stopped (the rank's stop word is set), or once the engine's patience has run out:
-// then this block gives up (fault.cuh) and every rank is told to stop. A wait longer than a
-// millisecond is written into the rank's progress, for p2p_clique::progress.
-__device__ inline bool wait_for(const engine& e, std::uint64_t& slot, std::uint64_t value,
-                                unsigned block, int peer, call_kind call,
-                                bool point_to_point = false) {
-  std::uint64_t seen = load_acquire(e, slot);
-  if (seen >= value) return true;
+// Waits until `arrived(seen)` (which polls, and leaves in `seen` what it found) is true. False,
+// at once, where the clique has stopped (the rank's stop word is set), or once the engine's
+// patience has run out: then this block gives up (fault.cuh), naming `peer` and `value`, and every
+// rank is told to stop. A wait longer than a millisecond is written into the rank's progress, for
+// p2p_clique::progress. The stop word and the clock are read once every 16 polls: every waiting
+// thread of a rank reads the same stop word.
+template <class Arrived>
+__device__ bool wait_until(const engine& e, Arrived&& arrived, std::uint64_t value, unsigned block,
+                           int peer, call_kind call, bool point_to_point = false) {
+  std::uint64_t seen = 0;
+  if (arrived(seen)) return true;
   std::uint64_t* const stop = stop_word(e, e.rank);
   progress_words& progress = progress_of(e);
   const unsigned long long since = nanoseconds();
@@ -200,11 +209,26 @@ __device__ inline bool wait_for(const engine& e, std::uint64_t& slot, std::uint6
                   .waited_ns = waited});
       return false;
     }
-    seen = load_acquire(e, slot);
-    if (seen >= value) break;
+    bool done = false;
+    for (int poll = 0; poll < 16 && !done; ++poll)
+      done = arrived(seen);
+    if (done) break;
   }
   if (reported) progress.waiting_call = static_cast<std::uint64_t>(call_kind::none);
   return true;
+}
+
+// Waits until `slot` holds at least `value` (acquire), as wait_until.
+__device__ inline bool wait_for(const engine& e, std::uint64_t& slot, std::uint64_t value,
+                                unsigned block, int peer, call_kind call,
+                                bool point_to_point = false) {
+  return wait_until(
+      e,
+      [&](std::uint64_t& seen) {
+        seen = load_acquire(e, slot);
+        return seen >= value;
+      },
+      value, block, peer, call, point_to_point);
 }
 
 // Stores `value` into block `block`'s slot from this rank on rank `peer` (release).

@@ -5,6 +5,7 @@
 #include "block_session.cuh"
 #include "elements.cuh"
 #include "engine.cuh"
+#include "lines.cuh"
 
 #include <cuda/atomic>
 
@@ -47,6 +48,38 @@ __global__ void __launch_bounds__(block_threads)
   for (int q = 0; q < max_ranks; ++q)
     from.of[q] = reinterpret_cast<const T*>(e.scratch[q] + half);
   reduce_range<T, Acc, V>(from, 0, out, count, r);
+  session.end(epoch_step);
+}
+
+// One-shot all-reduce of at most line_bytes a rank, for elements of 1, 2, 4 or 8 bytes: each rank
+// stores its input in lines (lines.cuh) into its slot of every rank's lines of this call's half,
+// then reads its own, every rank's in rank order, as they arrive. No copy into scratch, no barrier,
+// no second read: on an H100 an emulated pair's graph-replayed call took 3.4 us at 8 bytes and 4.0
+// at 8 KiB, where one_shot_all_reduce took 4.0 and 4.3. The halves alternate as one-shot's do.
+template <class T, class Acc, class R>
+__global__ void __launch_bounds__(block_threads)
+    lines_all_reduce(const T* in, T* out, std::size_t count, engine e, R r) {
+  static_assert(8 % sizeof(T) == 0, "a line holds whole elements");
+  if (e.ranks == 0) return;
+  block_session session(e, call_kind::one_shot_all_reduce);
+  if (session.stopped()) return;
+  const std::size_t lines = (count * sizeof(T) + 7) / 8;
+  const auto half = static_cast<unsigned>(session.call_number() & 1u);
+  const std::uint32_t flag = line_flag(session.call_number());
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  const std::size_t first = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  for (std::size_t i = first; i < lines; i += stride) {
+    const uint2 data = input_line(in, count, i);
+    for (int p = 0; p < e.ranks; ++p)
+      store_line(line_at(e, p, half, e.rank, i), data, flag);
+  }
+  bool arrived = true;
+  for (std::size_t i = first; i < lines && arrived; i += stride) {
+    uint2 data[max_ranks];
+    arrived = read_lines(e, session.block(), half, i, flag, data);
+    if (arrived) reduce_line<T, Acc>(data, r, out, count, i);
+  }
+  if (!session.all_arrived(arrived)) return;
   session.end(epoch_step);
 }
 

@@ -1,0 +1,106 @@
+// cohort/p2p/detail/lines.cuh — how a small one-shot call moves its data: in lines, as NCCL's LL
+// protocol does. A line is 16 bytes written by one store: 4 bytes of data, the call's flag, 4 more
+// bytes of data, the flag again. Each 8-byte half is written whole, so a reader that finds both
+// flags at the call's value holds the line's data: the data is its own signal, with no barrier and
+// no fence between the write and the read.
+#pragma once
+
+#include "../../detail/narrow_floats.cuh"
+#include "engine.cuh"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace cohort::detail::p2p {
+
+// Line `i` that rank `from` sends to rank `to` in half `half` (in rank `to`'s state).
+__device__ inline std::uint32_t* line_at(const engine& e, int to, unsigned half, int from,
+                                         std::size_t i) {
+  auto* lines = reinterpret_cast<std::uint32_t*>(e.signals[to] + state_layout::lines);
+  return lines +
+         ((std::size_t{half} * max_ranks + static_cast<std::size_t>(from)) * max_lines + i) * 4;
+}
+
+// A block's flag for its call number: never 0, the value of lines never written. It repeats after
+// 2^32 - 1 calls of the block, when a line still holding a call's flag from that long ago, and
+// written by no call since, would be taken for this call's.
+__device__ inline std::uint32_t line_flag(std::uint64_t call_number) {
+  return static_cast<std::uint32_t>(call_number % 0xffffffffu) + 1u;
+}
+
+__device__ inline void store_line(std::uint32_t* line, uint2 data, std::uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(data.x),
+               "r"(flag), "r"(data.y), "r"(flag)
+               : "memory");
+}
+
+// Reads `line`: true, with its data, where both its flags are `flag`; else `seen` is a flag found.
+__device__ inline bool load_line(const std::uint32_t* line, std::uint32_t flag, uint2& data,
+                                 std::uint64_t& seen) {
+  std::uint32_t d0, f0, d1, f1;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+               : "l"(line)
+               : "memory");
+  data = make_uint2(d0, d1);
+  seen = f0 != flag ? f0 : f1;
+  return f0 == flag && f1 == flag;
+}
+
+// Elements [i * per_line, (i + 1) * per_line) of `in` (fewer at the end), as a line's 8 bytes.
+template <class T>
+__device__ uint2 input_line(const T* in, std::size_t count, std::size_t i) {
+  constexpr std::size_t per_line = 8 / sizeof(T);
+  unsigned char bytes[8] = {};
+  for (std::size_t k = 0; k < per_line && i * per_line + k < count; ++k)
+    std::memcpy(bytes + k * sizeof(T), in + i * per_line + k, sizeof(T));
+  uint2 data;
+  std::memcpy(&data, bytes, 8);
+  return data;
+}
+
+// Line `i` from every rank into data[rank], in block `block`'s call half `half` with flag `flag`:
+// one read of every line at once, then a wait (wait_until) for any that had not arrived. A sender
+// whose kernel never launched is released as a barrier is (release_waiting raises its slot past
+// every value): the line is then taken as it is. False where the clique stopped.
+__device__ inline bool read_lines(const engine& e, unsigned block, unsigned half, std::size_t i,
+                                  std::uint32_t flag, uint2 (&data)[max_ranks]) {
+  bool have[max_ranks];
+  std::uint64_t seen[max_ranks];
+#pragma unroll
+  for (int q = 0; q < max_ranks; ++q)
+    have[q] = q >= e.ranks || load_line(line_at(e, e.rank, half, q, i), flag, data[q], seen[q]);
+  for (int q = 0; q < e.ranks; ++q) {
+    if (have[q]) continue;
+    std::uint64_t& released = e.signals[e.rank][block * max_ranks + q];
+    unsigned polls = 0; // the release slot, one for the whole block, is read every 16th poll
+    const auto arrived = [&](std::uint64_t& found) {
+      if (load_line(line_at(e, e.rank, half, q, i), flag, data[q], found)) return true;
+      return ++polls % 16 == 0 && load_acquire(e, released) == ~std::uint64_t{0};
+    };
+    if (!wait_until(e, arrived, flag, block, q, call_kind::one_shot_all_reduce)) return false;
+  }
+  return true;
+}
+
+// Element k of every rank's line, folded in rank order into out[i * per_line + k], for every
+// element of the line below `count`.
+template <class T, class Acc, class R>
+__device__ void reduce_line(const uint2 (&data)[max_ranks], const R& r, T* out, std::size_t count,
+                            std::size_t i) {
+  constexpr std::size_t per_line = 8 / sizeof(T);
+  const auto element = [&](int q, std::size_t k) {
+    T v;
+    std::memcpy(&v, reinterpret_cast<const unsigned char*>(&data[q]) + k * sizeof(T), sizeof(T));
+    return convert<Acc>(v);
+  };
+  for (std::size_t k = 0; k < per_line && i * per_line + k < count; ++k) {
+    Acc acc = element(0, k);
+    for (int q = 1; q < r.ranks; ++q)
+      acc = r.apply(acc, element(q, k));
+    out[i * per_line + k] = r.out(acc);
+  }
+}
+
+} // namespace cohort::detail::p2p
