@@ -82,6 +82,10 @@ void check_p2p_error(Call&& call, int rank, int peer, const std::string& in_call
     CHECK(e.peer() == peer);
     CHECK(e.waits().front().call == in_call);
     CHECK(e.waits().front().waited >= std::chrono::milliseconds(1));
+    CHECK(e.waits().front().seen < e.waits().front().value);
+    // A one-shot call waits at its first barrier value, epoch + 1 (epochs move by 4 a call); its
+    // lines path (at most 8 KiB a rank) reports its wait in the same terms.
+    if (in_call == "all_reduce (one-shot)") CHECK(e.waits().front().value % 4 == 1);
     const std::string text = e.what();
     CHECK(text.find("Rank " + std::to_string(e.rank())) != std::string::npos);
     CHECK(text.find("for rank " + std::to_string(peer)) != std::string::npos);

@@ -18,11 +18,13 @@
 // also work in place (rank i's block i of the larger buffer is its smaller one).
 //
 // all_reduce picks its algorithm by size: one-shot (every rank reduces every rank's data; one
-// barrier, none up to 8 KiB a rank; for small messages) up to the clique's one_shot_limit() bytes per rank on 2 members
-// (on n members, 2/n of it: one-shot reads n/2 times the data two-shot reads), two-shot (reduce-scatter then all-gather through peer memory; for large ones) above. Every rank
-// reduces in rank order, so all ranks get the same bits. Buffers given to two-shot, reduce,
-// reduce_scatter, all_gather and broadcast are read by the other GPUs directly (one-shot copies
-// them into the clique's scratch first): use cohort's buffers (or cudaMalloc memory).
+// barrier, none up to 8 KiB a rank of 1-, 2-, 4- or 8-byte elements; for small messages) up to
+// the clique's one_shot_limit() bytes per rank on 2 members (on n members, 2/n of it: one-shot
+// reads n/2 times the data two-shot reads), two-shot (reduce-scatter then all-gather through peer
+// memory; for large ones) above. Every rank reduces in rank order, so all ranks get the same
+// bits. Buffers given to two-shot, reduce, reduce_scatter, all_gather and broadcast are read by
+// the other GPUs directly (one-shot copies them into the clique's scratch or lines first): use
+// cohort's buffers (or cudaMalloc memory).
 //
 // half, bfloat16, __half2, __nv_bfloat162 and fp8 (e4m3, e5m2) reduce in their own type (fp8 with
 // cohort's operators: through float, rounded at every step), or in float with

@@ -7,8 +7,9 @@
 
 namespace cohort {
 
-// one_shot: every rank reduces every rank's data, after one barrier, or up to 8 KiB a rank as the
-// data arrives (small messages, up to the clique's one_shot_limit); two_shot: reduce-scatter then all-gather through peer memory (large
+// one_shot: every rank reduces every rank's data, after one barrier, or (up to 8 KiB a rank of 1-,
+// 2-, 4- or 8-byte elements) as the data arrives (small messages, up to the clique's
+// one_shot_limit); two_shot: reduce-scatter then all-gather through peer memory (large
 // ones); automatic: one_shot up to a limit that shrinks with the members (p2p/collectives.cuh).
 enum class p2p_algorithm { automatic, one_shot, two_shot };
 

@@ -74,6 +74,8 @@ class block_session {
   // The values used so far, and the value the next call takes.
   __device__ std::uint64_t used() const { return used_; }
   __device__ std::uint64_t next() { return base_ + ++used_; }
+  // The value the next sync would take, without taking it.
+  __device__ std::uint64_t next_value() const { return base_ + used_ + 1; }
   // The block's call number: its base in epoch steps, the same for block b of every rank.
   __device__ std::uint64_t call_number() const { return base_ / epoch_step; }
   // This call's half of every rank's one-shot scratch: consecutive engine calls alternate, and a

@@ -237,6 +237,15 @@ __device__ inline void store_signal(const engine& e, int peer, unsigned block,
   store_release(e, e.signals[peer][block * max_ranks + e.rank], value);
 }
 
+// Stores `value` into block `block`'s slot from this rank on rank `peer`, relaxed: what a fault
+// record reports this block reached, where no barrier needs it.
+__device__ inline void record_reached(const engine& e, int peer, unsigned block,
+                                      std::uint64_t value) {
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(
+      e.signals[peer][block * max_ranks + e.rank])
+      .store(value, cuda::std::memory_order_relaxed);
+}
+
 // Block `block` of every rank meets block `block` of every other rank: it stores `value` into its
 // slot of every rank's signals (release: the block's writes so far come first, as release is
 // cumulative over the __syncthreads before it) and waits until every rank's block has stored at

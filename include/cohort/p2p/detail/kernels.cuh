@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(block_threads)
 // One-shot all-reduce of at most line_bytes a rank, for elements of 1, 2, 4 or 8 bytes: each rank
 // stores its input in lines (lines.cuh) into its slot of every rank's lines of this call's half,
 // then reads its own, every rank's in rank order, as they arrive. No copy into scratch, no barrier,
-// no second read: on an H100 an emulated pair's graph-replayed call took 3.4 us at 8 bytes and 4.0
+// no second read: on an H100 an emulated pair's graph-replayed call took 3.4 us at 8 bytes and 3.8
 // at 8 KiB, where one_shot_all_reduce took 4.0 and 4.3. The halves alternate as one-shot's do.
 template <class T, class Acc, class R>
 __global__ void __launch_bounds__(block_threads)
@@ -73,10 +73,19 @@ __global__ void __launch_bounds__(block_threads)
     for (int p = 0; p < e.ranks; ++p)
       store_line(line_at(e, p, half, e.rank, i), data, flag);
   }
+  // Block b's barrier slots on every rank get this call's first value (relaxed: a record for a
+  // fault's report of what each rank reached, which no barrier of a later call mistakes: those wait
+  // for higher values); block 0 clears one line past the data (line_to_clear).
+  if (threadIdx.x < static_cast<unsigned>(e.ranks))
+    record_reached(e, static_cast<int>(threadIdx.x), session.block(), session.next_value());
+  const std::size_t cleared = line_to_clear(session.call_number());
+  if (blockIdx.x == 0 && threadIdx.x == 0 && cleared >= lines)
+    for (int p = 0; p < e.ranks; ++p)
+      store_line(line_at(e, p, half, e.rank, cleared), make_uint2(0, 0), 0);
   bool arrived = true;
   for (std::size_t i = first; i < lines && arrived; i += stride) {
     uint2 data[max_ranks];
-    arrived = read_lines(e, session.block(), half, i, flag, data);
+    arrived = read_lines(e, session.block(), session.call_number(), i, data);
     if (arrived) reduce_line<T, Acc>(data, r, out, count, i);
   }
   if (!session.all_arrived(arrived)) return;

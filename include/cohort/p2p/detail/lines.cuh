@@ -1,8 +1,8 @@
 // cohort/p2p/detail/lines.cuh — how a small one-shot call moves its data: in lines, as NCCL's LL
-// protocol does. A line is 16 bytes written by one store: 4 bytes of data, the call's flag, 4 more
-// bytes of data, the flag again. Each 8-byte half is written whole, so a reader that finds both
-// flags at the call's value holds the line's data: the data is its own signal, with no barrier and
-// no fence between the write and the read.
+// protocol does. A line is 16 bytes written by one store: two 64-bit words, each 4 bytes of data
+// under the call's 32-bit flag. A 64-bit word is read and written whole (single-copy atomic), so a
+// reader that finds the flag in both words holds the line's data: the data is its own signal, with
+// no barrier and no fence between the write and the read.
 #pragma once
 
 #include "../../detail/narrow_floats.cuh"
@@ -22,28 +22,39 @@ __device__ inline std::uint32_t* line_at(const engine& e, int to, unsigned half,
          ((std::size_t{half} * max_ranks + static_cast<std::size_t>(from)) * max_lines + i) * 4;
 }
 
-// A block's flag for its call number: never 0, the value of lines never written. It repeats after
-// 2^32 - 1 calls of the block, when a line still holding a call's flag from that long ago, and
-// written by no call since, would be taken for this call's.
+// A block's flag for its call number: never 0, the value of lines never written or cleared. It
+// repeats after 2^32 - 1 calls; a line cannot hold a flag that old, as every call clears one line
+// past its data (clear_line), so each line of a half is written at least once every
+// 2 * max_lines calls.
 __device__ inline std::uint32_t line_flag(std::uint64_t call_number) {
   return static_cast<std::uint32_t>(call_number % 0xffffffffu) + 1u;
 }
 
 __device__ inline void store_line(std::uint32_t* line, uint2 data, std::uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(data.x),
-               "r"(flag), "r"(data.y), "r"(flag)
+  const std::uint64_t low = std::uint64_t{flag} << 32 | data.x;
+  const std::uint64_t high = std::uint64_t{flag} << 32 | data.y;
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(line), "l"(low), "l"(high)
                : "memory");
 }
 
-// Reads `line`: true, with its data, where both its flags are `flag`; else `seen` is a flag found.
+// The line of a call's half that the call clears: one a call in turn, where it lies past the
+// call's `lines` (a line the call neither writes nor reads, and which no peer reads until a later
+// call of this half, after this one, writes it).
+__device__ inline std::size_t line_to_clear(std::uint64_t call_number) {
+  return (call_number / 2) % max_lines;
+}
+
+// Reads `line`: true, with its data, where both its words hold `flag`; else `seen` is a flag found.
 __device__ inline bool load_line(const std::uint32_t* line, std::uint32_t flag, uint2& data,
                                  std::uint64_t& seen) {
-  std::uint32_t d0, f0, d1, f1;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+  std::uint64_t low, high;
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+               : "=l"(low), "=l"(high)
                : "l"(line)
                : "memory");
-  data = make_uint2(d0, d1);
+  data = make_uint2(static_cast<std::uint32_t>(low), static_cast<std::uint32_t>(high));
+  const auto f0 = static_cast<std::uint32_t>(low >> 32),
+             f1 = static_cast<std::uint32_t>(high >> 32);
   seen = f0 != flag ? f0 : f1;
   return f0 == flag && f1 == flag;
 }
@@ -60,26 +71,35 @@ __device__ uint2 input_line(const T* in, std::size_t count, std::size_t i) {
   return data;
 }
 
-// Line `i` from every rank into data[rank], in block `block`'s call half `half` with flag `flag`:
-// one read of every line at once, then a wait (wait_until) for any that had not arrived. A sender
-// whose kernel never launched is released as a barrier is (release_waiting raises its slot past
-// every value): the line is then taken as it is. False where the clique stopped.
-__device__ inline bool read_lines(const engine& e, unsigned block, unsigned half, std::size_t i,
-                                  std::uint32_t flag, uint2 (&data)[max_ranks]) {
+// Line `i` from every rank into data[rank], in block `block`'s call `call` (call_number: it picks
+// the half and the flag): one read of every line at once, then a wait (wait_until) for any that
+// had not arrived. A sender whose kernel never launched is released as a barrier is
+// (release_waiting raises its slot past every value): the line is then taken as it is. False
+// where the clique stopped. A fault record names the wait in barrier values, as a barrier's does:
+// the first value this call would take, and that of the call whose line was found (0: none yet).
+__device__ inline bool read_lines(const engine& e, unsigned block, std::uint64_t call,
+                                  std::size_t i, uint2 (&data)[max_ranks]) {
+  const auto half = static_cast<unsigned>(call & 1u);
+  const std::uint32_t flag = line_flag(call);
   bool have[max_ranks];
-  std::uint64_t seen[max_ranks];
 #pragma unroll
-  for (int q = 0; q < max_ranks; ++q)
-    have[q] = q >= e.ranks || load_line(line_at(e, e.rank, half, q, i), flag, data[q], seen[q]);
+  for (int q = 0; q < max_ranks; ++q) {
+    std::uint64_t found = 0;
+    have[q] = q >= e.ranks || load_line(line_at(e, e.rank, half, q, i), flag, data[q], found);
+  }
   for (int q = 0; q < e.ranks; ++q) {
     if (have[q]) continue;
     std::uint64_t& released = e.signals[e.rank][block * max_ranks + q];
     unsigned polls = 0; // the release slot, one for the whole block, is read every 16th poll
-    const auto arrived = [&](std::uint64_t& found) {
+    const auto arrived = [&](std::uint64_t& reached) {
+      std::uint64_t found = 0;
       if (load_line(line_at(e, e.rank, half, q, i), flag, data[q], found)) return true;
+      const std::uint64_t behind = (flag + 0xffffffffull - found) % 0xffffffffull; // calls
+      reached = found == 0 || behind > call ? 0 : (call - behind) * epoch_step + 1;
       return ++polls % 16 == 0 && load_acquire(e, released) == ~std::uint64_t{0};
     };
-    if (!wait_until(e, arrived, flag, block, q, call_kind::one_shot_all_reduce)) return false;
+    if (!wait_until(e, arrived, call * epoch_step + 1, block, q, call_kind::one_shot_all_reduce))
+      return false;
   }
   return true;
 }
