@@ -24,7 +24,7 @@ __device__ inline std::uint32_t* line_at(const engine& e, int to, unsigned half,
 
 // A block's flag for its call number: never 0, the value of lines never written or cleared. It
 // repeats after 2^32 - 1 calls; a line cannot hold a flag that old, as every call clears one line
-// past its data (clear_line), so each line of a half is written at least once every
+// past its data (line_to_clear), so each line of a half is written at least once every
 // 2 * max_lines calls.
 __device__ inline std::uint32_t line_flag(std::uint64_t call_number) {
   return static_cast<std::uint32_t>(call_number % 0xffffffffu) + 1u;
