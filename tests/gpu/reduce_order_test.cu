@@ -1,10 +1,10 @@
 // The in-order reduction where values are small enough for four tiles a step: an affine fold
 // (associative, not commutative, exact in 32-bit arithmetic) notices an item skipped, taken twice
-// or taken out of order. Sizes at the edges of a lane's load, a warp's tile, a step, a warp's range
-// and a block's, and up to 2^24 + 3 (many steps a warp); a group of one and an emulated or real
+// or taken out of order. Sizes at the edges of a lane's load, a warp's tile, a warp's run and a
+// block's step, a last step part-filled, and up to 2^24 + 3 (many steps a block); a group of one and an emulated or real
 // group of three; pairs read whole, 32-bit items lifted by a transform from an aligned buffer and
 // from a view one item off 16-byte alignment, into a pending value and into a device_result; and
-// the index form.
+// the index form. Values too wide for two sets of a step's results, too.
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
@@ -65,11 +65,31 @@ std::vector<unsigned> random_items(std::size_t n, unsigned seed) {
   return items;
 }
 
-// Around a lane's load (4 items), a warp's tile (128), a step and a warp's fewest items (512), four
-// warps' (2048) and a block's (4096), then sizes of many warps and blocks.
+// The same fold in a value too wide to keep two sets of a step's results (above 64 bytes): a block
+// then waits twice a step, and a warp loads its tiles one at a time.
+struct wide {
+  affine f;
+  unsigned payload[22]; // carried through: zero in, zero out
+};
+static_assert(sizeof(wide) > 64);
+struct compose_wide {
+  __device__ wide operator()(const wide& x, const wide& y) const {
+    wide r{then(x.f, y.f), {}};
+    for (int i = 0; i < 22; ++i)
+      r.payload[i] = x.payload[i] | y.payload[i];
+    return r;
+  }
+};
+struct lift_wide {
+  __device__ wide operator()(unsigned x) const { return {lift_item{}(x), {}}; }
+};
+
+// Around a lane's load (4 items), a warp's tile (128), a warp's run (512), four runs (2048) and a
+// block's step (4096) of 32-bit items; three steps and a last one whose first run is whole, second
+// a tile and 7 items, others empty (12935); then sizes of many steps and blocks.
 // clang-format off
 const std::size_t order_sizes[] = {0, 1, 3, 4, 127, 128, 129, 511, 512, 513, 2047, 2049, 4096, 4099,
-                                   65537, 1000003, (1u << 22) + 5, (1u << 24) + 3};
+                                   12935, 65537, 1000003, (1u << 22) + 5, (1u << 24) + 3};
 // clang-format on
 
 } // namespace
@@ -124,4 +144,25 @@ TEST_CASE("in-order reductions of small values take every item once, in order") 
       group.synchronize(); // before the memory is freed
     }
   }
+}
+
+TEST_CASE("in-order reductions of wide values take every item once, in order") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  for (std::size_t members : {1u, 3u})
+    for (std::size_t n :
+         {std::size_t{1}, std::size_t{1025}, std::size_t{12935}, std::size_t{1000003},
+          (std::size_t{1} << 22) + 5, (std::size_t{1} << 24) + 3}) {
+      CAPTURE(members);
+      CAPTURE(n);
+      const cohort::device_group group = cohort::testing::group_of(members);
+      const std::vector<unsigned> items = random_items(n, 11 + static_cast<unsigned>(n));
+      cohort::distributed_buffer<unsigned> x(group, n);
+      x.copy_from_host(items);
+      const wide got = cohort::multi_device_transform_reduce(group, x, wide{init, {}},
+                                                             compose_wide{}, lift_wide{})
+                           .wait();
+      check_same(got.f, fold_on_host(items));
+      CHECK(std::all_of(std::begin(got.payload), std::end(got.payload),
+                        [](unsigned v) { return v == 0; }));
+    }
 }

@@ -1,8 +1,8 @@
 // The launch shapes the algorithms compute on the host before they launch, checked without a GPU
-// over sizes from 0 to past 2^40: a reduction's blocks and items per warp (every item read by one
-// warp, no block without items, never more blocks than the partial slots, few tiles not spread
-// thin), and the element form's grid and pieces (every element in one tile of one launch, no
-// launch past CUDA's limit).
+// over sizes from 0 to past 2^40: a reduction's blocks and their ranges of steps (every step read by one
+// block, ranges in order and even, no block without a step, never more blocks than the partial
+// slots, few tiles not spread thin), and the element form's grid and pieces (every element in one
+// tile of one launch, no launch past CUDA's limit).
 #include <cohort/algorithms/detail/for_each_kernels.cuh>
 #include <cohort/algorithms/detail/reduce_plan.cuh>
 
@@ -28,8 +28,8 @@ std::vector<std::size_t> counts_to_check(std::size_t tile) {
 template <class U>
 void check_reduce_plans() {
   constexpr std::size_t tile = 32 * cohort::detail::reduce_items_per_lane<U>;
-  constexpr std::size_t warps = cohort::detail::reduce_block_warps;
-  for (const unsigned max_blocks : {1u, 8u, 132u * 8u, 1000003u})
+  constexpr std::size_t step = cohort::detail::reduce_step_tiles;
+  for (const unsigned max_blocks : {1u, 8u, 132u * 4u, 1000003u})
     for (const std::size_t count : counts_to_check(tile)) {
       CAPTURE(max_blocks);
       CAPTURE(count);
@@ -40,22 +40,33 @@ void check_reduce_plans() {
       }
       REQUIRE(plan.blocks >= 1);
       CHECK(plan.blocks <= max_blocks);
-      CHECK(plan.per_warp % tile == 0);
-      const std::size_t per_block = plan.per_warp * warps;
-      // Every item is some warp's, and the last block has items of its own.
-      CHECK(per_block * plan.blocks >= count);
-      CHECK(per_block * (plan.blocks - 1) < count);
-      // Many tiles are shared evenly over all the warps the slots allow; few go to warps of at
-      // least reduce_min_tiles_per_warp tiles each (the last may have fewer).
-      const std::size_t tiles = (count + tile - 1) / tile;
-      const std::size_t all_warps = std::size_t(max_blocks) * warps;
-      const std::size_t min_tiles = cohort::detail::reduce_min_tiles_per_warp;
-      const std::size_t per_warp_tiles = plan.per_warp / tile;
-      const std::size_t busy_warps = (tiles + per_warp_tiles - 1) / per_warp_tiles;
-      if (tiles >= min_tiles * all_warps)
-        CHECK(per_warp_tiles == (tiles + all_warps - 1) / all_warps);
-      else
-        CHECK(busy_warps <= (tiles + min_tiles - 1) / min_tiles);
+      // A block for every step while there are slots; never one without a step.
+      const std::size_t steps = (count + tile * step - 1) / (tile * step);
+      CHECK(plan.blocks == std::min<std::size_t>(max_blocks, steps));
+    }
+}
+
+// Block b's steps [first(b), first(b + 1)): they start at 0, end at the last step, follow one
+// another, and differ in size by one at most, with no overflow past 2^40 steps.
+TEST_CASE("a reduction's blocks take contiguous, even ranges of the steps") {
+  using cohort::detail::block_first_step;
+  for (const std::size_t blocks : {std::size_t(1), std::size_t(7), std::size_t(528)})
+    for (const std::size_t steps : {blocks, blocks + 1, 2 * blocks - 1, std::size_t(1000003),
+                                    std::size_t(1) << 36, (std::size_t(1) << 44) + 3}) {
+      CAPTURE(blocks);
+      CAPTURE(steps);
+      CHECK(block_first_step(0, blocks, steps) == 0);
+      CHECK(block_first_step(blocks, blocks, steps) == steps);
+      std::size_t smallest = steps, largest = 0;
+      for (std::size_t b = 0; b < blocks; ++b) {
+        const std::size_t size =
+            block_first_step(b + 1, blocks, steps) - block_first_step(b, blocks, steps);
+        smallest = std::min(smallest, size);
+        largest = std::max(largest, size);
+      }
+      CHECK(smallest >= 1);
+      CHECK(largest - smallest <= 1);
+      CHECK(largest == (steps + blocks - 1) / blocks);
     }
 }
 

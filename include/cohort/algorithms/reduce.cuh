@@ -5,9 +5,9 @@
 // distributed_view over the user's memory, whose elements are x; or an index range
 // (cohort::indices(n), split evenly, by a partition or by an adaptive_balancer), for which
 // multi_device_transform_reduce's transform(i) gives x[i] from the global index i. Member k reduces
-// its contiguous part in order (each warp a contiguous range, cub::WarpReduce within a warp, warps
-// and blocks combined in order), then member 0 combines the members' results in rank order with
-// `init`. Any trivially copyable, default-constructible value type of at most 4 KiB works (at most
+// its contiguous part in order (each block a contiguous range that its warps step through,
+// cub::WarpReduce within a warp, warps and blocks combined in order), then member 0 combines the
+// members' results in rank order with `init`. Any trivially copyable, default-constructible value type of at most 4 KiB works (at most
 // 256 bytes for the pending form). A group of one reduces straight into the result: sums of
 // arithmetic types and the minimum or maximum of integers (whose result is the in-order one
 // whatever the order) through cub::DeviceReduce, at its cost; any other operator through the

@@ -74,9 +74,10 @@ void require_value_type() {
 
 inline constexpr int reduce_block_threads = 256;
 inline constexpr int reduce_block_warps = reduce_block_threads / 32;
-// Blocks per SM of the first step, each warp a contiguous range. Measured on an H100 against
-// cub::DeviceReduce::Reduce, floats and doubles from 2^21 to 2^28: four ran at 0.89-1.27x where
-// eight ran at 0.72-1.28x; two, three and six did no better.
+// Blocks per SM of the first step. Measured on an H100 against cub::DeviceReduce::Reduce, floats
+// and doubles from 2^21 to 2^28: four ran at 0.89-1.27x where eight ran at 0.72-1.28x; two, three
+// and six did no better. With blocks that step through contiguous ranges, eight, sixteen and
+// thirty-two ran no faster than four.
 inline constexpr unsigned reduce_blocks_per_sm = 4;
 
 // Items each lane loads per tile: 16 bytes of consecutive items (blocked, so the lane folds them
@@ -93,7 +94,25 @@ inline constexpr int reduce_items_per_lane = sizeof(U) < 16 ? static_cast<int>(1
 // alone (one WarpReduce a warp, not one a tile) ran at 1.04x at 2^20 floats but 0.3-0.7x from 2^22:
 // the lanes' loads stride kilobytes apart.
 template <class Input, class V>
-inline constexpr int reduce_tiles_per_step = std::is_pointer_v<Input> && sizeof(V) <= 16 ? 4 : 1;
+inline constexpr int reduce_tiles_per_load = std::is_pointer_v<Input> && sizeof(V) <= 16 ? 4 : 1;
+
+// A block takes a contiguous range of steps of reduce_step_tiles tiles, warp w folding the w-th run
+// of reduce_warp_tiles in each: the block's loads stay within 16 KiB of each other. Each
+// warp on a range of its own, 4 tiles at a time, read 4224 streams at once on an H100 and ran at
+// 0.85-0.95x cub::DeviceReduce::Reduce from 2^21 to 2^28 floats, where blocks that step together
+// ran at 0.94-0.99x; 8, 16 or 32 blocks an SM in place of 4 did no better.
+inline constexpr std::size_t reduce_warp_tiles = 4;
+inline constexpr std::size_t reduce_step_tiles = reduce_warp_tiles * reduce_block_warps;
+
+// The first of block b's steps, of `steps` shared by `blocks` blocks: contiguous ranges whose
+// sizes differ by one at most (and no product that could overflow). Whole steps: ranges split at
+// tiles left most blocks a partial step, whose extra barriers and short runs cost more than the
+// balance gained (0.77-0.87x of CUB where a block had one whole step and most of another).
+__host__ __device__ inline std::size_t block_first_step(std::size_t b, std::size_t blocks,
+                                                        std::size_t steps) {
+  const std::size_t each = steps / blocks, extra = steps % blocks;
+  return b * each + (b < extra ? b : extra);
+}
 
 // Blocks per SM the first step's kernel is compiled for: 4 of 256 threads (64 registers a thread)
 // for values of up to 8 bytes, which is how it is launched; wider values get the registers they
@@ -138,27 +157,35 @@ struct into_result {
 };
 
 // Reduces items [0, count) of `input` in order, values transform(item) of type V folded with `op`.
-// Warp w of block b (global warp g = b * warps + w) takes the contiguous range
-// [g * per_warp, (g + 1) * per_warp) and steps through it Tiles warp tiles at a time: it loads
-// them all, then for each tile in turn each lane folds its consecutive items, cub::WarpReduce
-// (which keeps lane order) folds the lanes, and lane 0 folds the tiles in order. Whole tiles take
-// the plain path (no "nothing" to test per item); only a warp's last, partial tile pays for
-// maybe<V>. The warps' results are folded in order and given to `out` (into_partials or
-// into_result).
-template <class V, int Tiles, int MinBlocks, class Input, class Transform, class Op, class Out>
+// Block b takes steps [block_first_step(b), block_first_step(b + 1)) of reduce_step_tiles tiles
+// each; in a step warp w folds the w-th run of reduce_warp_tiles tiles. A
+// warp loads Loads tiles at once, then for each tile in turn each lane folds its consecutive items,
+// cub::WarpReduce (which keeps lane order) folds the lanes, and lane 0 folds the tiles in order;
+// thread 0 then folds the step's warps in order into the block's result, which goes to `out`
+// (into_partials or into_result). Whole steps take the plain path; only the input's last, partial
+// step pays for maybe<V> (a warp may have nothing, a tile may be partial).
+template <class V, int Loads, int MinBlocks, class Input, class Transform, class Op, class Out>
 __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
-    reduce_in_order(Input input, std::size_t count, std::size_t per_warp, Transform transform,
-                    Op op, Out out) {
+    reduce_in_order(Input input, std::size_t count, Transform transform, Op op, Out out) {
   using U = typename std::iterator_traits<Input>::value_type;
   constexpr int per_lane = reduce_items_per_lane<U>;
-  constexpr int tile = 32 * per_lane;
+  constexpr std::size_t tile = 32 * per_lane;
+  constexpr std::size_t run_items = reduce_warp_tiles * tile;
+  constexpr std::size_t step_items = reduce_block_warps * run_items;
+  static_assert(reduce_warp_tiles % Loads == 0);
   using reduce_whole = cub::WarpReduce<V>;
   using reduce_partial = cub::WarpReduce<maybe<V>>;
   __shared__ typename reduce_whole::TempStorage whole_storage[reduce_block_warps];
   __shared__ typename reduce_partial::TempStorage partial_storage[reduce_block_warps];
-  // Raw storage: a __shared__ variable may not have a constructor to run, and V's may.
-  __shared__ alignas(maybe<V>) unsigned char warp_bytes[sizeof(maybe<V>) * reduce_block_warps];
-  maybe<V>* warp_total = reinterpret_cast<maybe<V>*>(warp_bytes);
+  // The warps' results of a step: two sets where they are small, so that the warps write one
+  // while thread 0 may still read the other and a step needs one barrier, not two (a chain of
+  // eight dependent reads by thread 0 held every warp back, at 0.84x of CUB for floats). Raw
+  // storage: a __shared__ variable may not have a constructor to run, and V's may.
+  constexpr int sets = sizeof(V) <= 64 ? 2 : 1;
+  constexpr std::size_t whole_bytes = sizeof(V) * reduce_block_warps * sets;
+  constexpr std::size_t partial_bytes = sizeof(maybe<V>) * reduce_block_warps;
+  __shared__ alignas(maybe<V>) unsigned char
+      result_bytes[whole_bytes > partial_bytes ? whole_bytes : partial_bytes];
 
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -166,14 +193,15 @@ __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
   bool aligned = false; // every lane's loads are 16-byte aligned where the input is
   if constexpr (std::is_pointer_v<Input>)
     aligned = reinterpret_cast<std::uintptr_t>(input) % 16 == 0;
-  const std::size_t first =
-      (static_cast<std::size_t>(blockIdx.x) * reduce_block_warps + warp) * per_warp;
-  const std::size_t end =
-      first < count ? (count - first < per_warp ? count : first + per_warp) : first;
-  const std::size_t whole_end = first + (end - first) / tile * tile;
-  // Warp-uniform bounds: every lane of the warp runs every step, as WarpReduce needs.
-  V total{}; // meaningful in lane 0 once a tile is folded
-  auto fold_tiles = [&]<int N>(std::size_t at, std::integral_constant<int, N>) {
+  const std::size_t steps = (count + step_items - 1) / step_items;
+  const std::size_t begin = block_first_step(blockIdx.x, gridDim.x, steps) * step_items;
+  const std::size_t past = block_first_step(blockIdx.x + 1, gridDim.x, steps) * step_items;
+  const std::size_t end = past < count ? past : count;
+
+  // N whole tiles from `at`, folded in order onto lane 0's `total` (which they start where
+  // `fresh`). Warp-uniform: every lane runs every step, as WarpReduce needs.
+  auto fold_tiles = [&]<int N>(std::size_t at, V& total, bool fresh,
+                               std::integral_constant<int, N>) {
     U items[N][per_lane];
 #pragma unroll
     for (int t = 0; t < N; ++t)
@@ -185,42 +213,76 @@ __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
       for (int j = 1; j < per_lane; ++j)
         mine = convert<V>(op(mine, convert<V>(transform(items[t][j]))));
       const V step = reduce_whole(whole_storage[warp]).Reduce(mine, op);
-      if (lane == 0) total = at == first && t == 0 ? step : convert<V>(op(total, step));
+      if (lane == 0) total = fresh && t == 0 ? step : convert<V>(op(total, step));
       __syncwarp(); // the warp's temporary storage is reused by the next tile
     }
   };
-  std::size_t at = first;
-  for (; whole_end - at >= std::size_t{Tiles} * tile; at += std::size_t{Tiles} * tile)
-    fold_tiles(at, std::integral_constant<int, Tiles>{});
-  if constexpr (Tiles > 1)
-    for (; at < whole_end; at += tile)
-      fold_tiles(at, std::integral_constant<int, 1>{});
-  maybe<V> result = whole_end > first ? maybe<V>::of(total) : maybe<V>::none();
-  if (whole_end < end) {
-    const int valid = static_cast<int>(end - whole_end);
-    maybe<V> mine = maybe<V>::none();
+
+  V total{}; // thread 0's: the block's whole steps, once `any`
+  bool any = false;
+  std::size_t step = begin;
+  for (int set = 0; end - step >= step_items; step += step_items, set ^= sets - 1) {
+    V mine{};
+    const std::size_t run = step + warp * run_items;
 #pragma unroll
-    for (int j = 0; j < per_lane; ++j)
-      if (lane * per_lane + j < valid)
-        mine = combine(mine,
-                       maybe<V>::of(convert<V>(transform(input[whole_end + lane * per_lane + j]))));
-    const maybe<V> step = reduce_partial(partial_storage[warp]).Reduce(mine, combine);
-    if (lane == 0) result = combine(result, step);
+    for (std::size_t k = 0; k < reduce_warp_tiles; k += Loads)
+      fold_tiles(run + k * tile, mine, k == 0, std::integral_constant<int, Loads>{});
+    V* const results = reinterpret_cast<V*>(result_bytes) + set * reduce_block_warps;
+    if (lane == 0) results[warp] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      V all = results[0];
+#pragma unroll
+      for (int w = 1; w < reduce_block_warps; ++w)
+        all = convert<V>(op(all, results[w]));
+      total = any ? convert<V>(op(total, all)) : all;
+      any = true;
+    }
+    if constexpr (sets == 1) __syncthreads(); // read before the next step writes
   }
-  if (lane == 0) warp_total[warp] = result;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    maybe<V> block = maybe<V>::none();
-    for (int w = 0; w < reduce_block_warps; ++w)
-      block = combine(block, warp_total[w]);
-    out(block);
+
+  maybe<V> block = any ? maybe<V>::of(total) : maybe<V>::none();
+  if (step < end) {
+    // The last, partial step: warp w's run [first, last) may be short, or empty.
+    const std::size_t run = step + warp * run_items;
+    const std::size_t first = run < end ? run : end;
+    const std::size_t last = end - first < run_items ? end : first + run_items;
+    const std::size_t whole_end = first + (last - first) / tile * tile;
+    V whole{};
+    if (whole_end - first == run_items) // a whole run, as in the steps above
+#pragma unroll
+      for (std::size_t k = 0; k < reduce_warp_tiles; k += Loads)
+        fold_tiles(first + k * tile, whole, k == 0, std::integral_constant<int, Loads>{});
+    else
+      for (std::size_t at = first; at < whole_end; at += tile)
+        fold_tiles(at, whole, at == first, std::integral_constant<int, 1>{});
+    maybe<V> mine = whole_end > first ? maybe<V>::of(whole) : maybe<V>::none();
+    if (whole_end < last) {
+      const int valid = static_cast<int>(last - whole_end);
+      maybe<V> items = maybe<V>::none();
+#pragma unroll
+      for (int j = 0; j < per_lane; ++j)
+        if (lane * per_lane + j < valid)
+          items = combine(
+              items, maybe<V>::of(convert<V>(transform(input[whole_end + lane * per_lane + j]))));
+      const maybe<V> tail = reduce_partial(partial_storage[warp]).Reduce(items, combine);
+      if (lane == 0) mine = combine(mine, tail);
+    }
+    maybe<V>* const results = reinterpret_cast<maybe<V>*>(result_bytes);
+    if (step > begin) __syncthreads(); // thread 0 has read the results these overwrite
+    if (lane == 0) results[warp] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int w = 0; w < reduce_block_warps; ++w)
+        block = combine(block, results[w]);
   }
+  if (threadIdx.x == 0) out(block);
 }
 
 // The first step's kernel for values of type V read from an Input.
 template <class V, class Input, class Transform, class Op, class Out>
 inline constexpr auto reduce_kernel =
-    reduce_in_order<V, reduce_tiles_per_step<Input, V>, reduce_min_blocks<V>, Input, Transform, Op,
+    reduce_in_order<V, reduce_tiles_per_load<Input, V>, reduce_min_blocks<V>, Input, Transform, Op,
                     Out>;
 
 // The second step: one block folds the first step's `count` partial slots, in order, and gives

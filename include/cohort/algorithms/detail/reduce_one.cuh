@@ -82,7 +82,7 @@ void enqueue_reduce_one(const device_group& group, const Source& source, T init,
     launch(stream, {.name = "cohort::detail::store_result"}, store_result<T>, result, init);
   } else if (first.blocks == 1) {
     launch(stream, config, reduce_kernel<T, Input, Transform, Op, into_result<T, Op>>, input, count,
-           first.per_warp, transform, op, into);
+           transform, op, into);
   } else {
     // A T with padding has bytes the kernels never write: zeroed, so that the second step's
     // copies of the slots read only written bytes (what compute-sanitizer's initcheck checks).
@@ -90,7 +90,7 @@ void enqueue_reduce_one(const device_group& group, const Source& source, T init,
       check_cuda(cudaMemsetAsync(slots, 0, first.blocks * sizeof(slot), stream.native_handle()),
                  "cudaMemsetAsync (reduction partials)", device);
     launch(stream, config, reduce_kernel<T, Input, Transform, Op, into_partials<T>>, input, count,
-           first.per_warp, transform, op, into_partials<T>{slots});
+           transform, op, into_partials<T>{slots});
     launch(stream,
            {.grid = 1, .block = reduce_block_threads, .name = "cohort::detail::fold_partials"},
            fold_partials<T, Op, into_result<T, Op>>, static_cast<const slot*>(slots), first.blocks,

@@ -82,30 +82,21 @@ inline index_source source_of(const device_group& group, const index_range& rang
   return {std::move(split), std::move(counts), range.balancer()};
 }
 
-// How member k's reduction is launched: `blocks` blocks whose warps take `per_warp` items each
-// (a whole number of warp tiles). No blocks for no items.
+// How member k's reduction is launched: `blocks` blocks, each on a contiguous range of steps
+// (reduce_in_order). No blocks for no items.
 struct reduce_launch {
   unsigned blocks = 0;
-  std::size_t per_warp = 0;
 };
 
-// The fewest tiles a warp takes while there are warps to spare: a warp with one tile pays a whole
-// block's start and fold for 512 bytes, and fewer blocks leave the second step less to fold. On an
-// H100 over 2^20 floats: 0.70x cub::DeviceReduce::Reduce at one tile a warp, 0.99x at four, 0.88x
-// at sixteen.
-inline constexpr std::size_t reduce_min_tiles_per_warp = 4;
-
+// A block for every step (reduce_step_tiles tiles), as many as the slots allow: a block of less
+// than a step would leave warps idle.
 template <class U>
 reduce_launch plan_reduce(std::size_t count, unsigned max_blocks) {
   constexpr std::size_t tile = 32 * reduce_items_per_lane<U>;
   if (count == 0) return {};
   const std::size_t tiles = (count + tile - 1) / tile;
-  const std::size_t warps =
-      std::clamp<std::size_t>((tiles + reduce_min_tiles_per_warp - 1) / reduce_min_tiles_per_warp,
-                              1, static_cast<std::size_t>(max_blocks) * reduce_block_warps);
-  const std::size_t per_warp = (tiles + warps - 1) / warps * tile;
-  const std::size_t per_block = per_warp * reduce_block_warps;
-  return {static_cast<unsigned>((count + per_block - 1) / per_block), per_warp};
+  const std::size_t steps = (tiles + reduce_step_tiles - 1) / reduce_step_tiles;
+  return {static_cast<unsigned>(std::clamp<std::size_t>(steps, 1, std::max(1u, max_blocks)))};
 }
 
 // The most blocks a member's first step launches: the partial slots its scratch holds.
@@ -231,8 +222,7 @@ void enqueue_reduce(const device_group& group, const Source& source, T init, Op 
       // One block writes the member's result; several write one partial each, which one more
       // block then folds, in order, into the result.
       launch(m.stream, config, reduce_kernel<T, Input, Transform, Op, into_partials<T>>, input,
-             count, first.per_warp, transform, op,
-             into_partials<T>{first.blocks == 1 ? mine : mine + 1});
+             count, transform, op, into_partials<T>{first.blocks == 1 ? mine : mine + 1});
       if (first.blocks > 1)
         launch(m.stream,
                {.grid = 1, .block = reduce_block_threads, .name = "cohort::detail::fold_partials"},
