@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <numeric>
+#include <span>
 #include <utility>
 
 namespace {
@@ -510,79 +512,71 @@ TEST_CASE("p2p all_reduce over per-device spans, with a device lambda") {
   }
 }
 
+namespace {
+
+// `calls` all_reduces back to back without host synchronisation, call k over the first
+// sizes[k % sizes.size()] elements: rank r adds (r + 1) * (k % 5 + 1) to each, then all take the
+// max, which is the last rank's value and which every rank must then hold: a rank that read a
+// stale peer value (a stale line, a stale half of the scratch) would fall behind.
+void check_add_then_max(cohort::device_group& group, std::span<const std::size_t> sizes, int calls,
+                        p2p_algorithm algorithm) {
+  const std::size_t members = group.size();
+  cohort::p2p_clique peers(group);
+  const std::size_t largest = *std::max_element(sizes.begin(), sizes.end());
+  cohort::distributed_buffer<long long> x(group, cohort::partition::replicated(largest, members));
+  x.fill_bytes(0);
+  std::vector<long long> added(largest + 1, 0); // what call k adds to [0, n): +c at 0, -c at n
+  for (int k = 0; k < calls; ++k) {
+    const std::size_t n = sizes[static_cast<std::size_t>(k) % sizes.size()];
+    const long long c = k % 5 + 1;
+    std::vector<cuda::std::span<long long>> spans;
+    for (std::size_t r = 0; r < members; ++r) {
+      long long* p = x.shard(r).data.data();
+      const long long add = static_cast<long long>(r + 1) * c;
+      cohort::for_each_n(group.stream(r), n, [=] __device__(std::size_t i) { p[i] += add; });
+      spans.push_back(x.shard(r).data.first(n));
+    }
+    cohort::all_reduce(peers, spans, cohort::max, {.algorithm = algorithm});
+    added[0] += static_cast<long long>(members) * c;
+    added[n] -= static_cast<long long>(members) * c;
+  }
+  std::vector<long long> expected(largest);
+  std::partial_sum(added.begin(), added.end() - 1, expected.begin());
+  for (std::size_t r = 0; r < members; ++r) {
+    CAPTURE(r);
+    const auto got = cohort::testing::shard_to_host(x, r);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < largest; ++i)
+      wrong += got[i] != expected[i];
+    CHECK(wrong == 0);
+  }
+}
+
+} // namespace
+
 TEST_CASE("10,000 back-to-back p2p all_reduces without host synchronisation stay right") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (const std::size_t members : {std::size_t{2}, std::size_t{3}})
     for (const auto algorithm : {p2p_algorithm::one_shot, p2p_algorithm::two_shot}) {
-      const int algo = static_cast<int>(algorithm);
       CAPTURE(members);
-      CAPTURE(algo);
+      CAPTURE(static_cast<int>(algorithm));
       auto group = cohort::testing::group_of(members);
-      cohort::p2p_clique peers(group);
-      const std::size_t n = algorithm == p2p_algorithm::one_shot ? 4099 : 100003;
-      const int calls = 10000;
-      cohort::distributed_buffer<long long> x(group, cohort::partition::replicated(n, members));
-      x.fill_bytes(0);
-      // Each call: rank r adds (r + 1) * (k % 5 + 1) to every element, then all take the max,
-      // which is the last rank's value: a rank that read a stale peer value would fall behind.
-      long long expected = 0;
-      for (int k = 0; k < calls; ++k) {
-        for (std::size_t r = 0; r < members; ++r) {
-          long long* p = x.shard(r).data.data();
-          const long long add = static_cast<long long>(r + 1) * (k % 5 + 1);
-          cohort::for_each_n(group.stream(r), n, [=] __device__(std::size_t i) { p[i] += add; });
-        }
-        cohort::all_reduce(peers, x, cohort::max, {.algorithm = algorithm});
-        expected += static_cast<long long>(members) * (k % 5 + 1);
-      }
-      for (std::size_t r = 0; r < members; ++r) {
-        std::vector<long long> got(n);
-        x.local(r).copy_to_host(got);
-        group.synchronize();
-        CAPTURE(r);
-        CHECK(std::count(got.begin(), got.end(), expected) == static_cast<long>(n));
-      }
+      const std::size_t n[] = {algorithm == p2p_algorithm::one_shot ? 4099u : 100003u};
+      check_add_then_max(group, n, 10000, algorithm);
     }
 }
 
 // One-shot moves up to 8 KiB a rank in lines, and more through its scratch: calls of both kinds,
-// of sizes on either side of the bound (with the last line part-filled), back to back without host
-// synchronisation. As above, each call adds (r + 1) * c on rank r and takes the max, which every
-// rank must then hold: a rank that read a stale line or a stale half would fall behind.
+// of sizes on either side of the bound (with the last line part-filled), back to back.
 TEST_CASE("one-shot in lines and through scratch interleave, at every size around 8 KiB") {
   COHORT_SKIP_UNLESS_GPUS(1);
   for (const std::size_t members : {std::size_t{2}, std::size_t{3}}) {
     CAPTURE(members);
     auto group = cohort::testing::group_of(members);
-    cohort::p2p_clique peers(group);
     // long long: 1024 elements fill the lines exactly; uint8_t: 8191 leaves the last line short.
     const std::size_t sizes[] = {1, 1024, 1025, 3, 1023, 2, 4000};
-    const std::size_t largest = 4000;
-    cohort::distributed_buffer<long long> x(group, cohort::partition::replicated(largest, members));
-    x.fill_bytes(0);
-    std::vector<long long> expected(largest, 0);
-    for (int k = 0; k < 700; ++k) {
-      const std::size_t n = sizes[k % std::size(sizes)];
-      const long long c = k % 5 + 1;
-      std::vector<cuda::std::span<long long>> spans;
-      for (std::size_t r = 0; r < members; ++r) {
-        long long* p = x.shard(r).data.data();
-        const long long add = static_cast<long long>(r + 1) * c;
-        cohort::for_each_n(group.stream(r), n, [=] __device__(std::size_t i) { p[i] += add; });
-        spans.push_back(x.shard(r).data.first(n));
-      }
-      cohort::all_reduce(peers, spans, cohort::max, {.algorithm = p2p_algorithm::one_shot});
-      for (std::size_t i = 0; i < n; ++i)
-        expected[i] += static_cast<long long>(members) * c;
-    }
-    for (std::size_t r = 0; r < members; ++r) {
-      CAPTURE(r);
-      const auto got = cohort::testing::shard_to_host(x, r);
-      std::size_t wrong = 0;
-      for (std::size_t i = 0; i < largest; ++i)
-        wrong += got[i] != expected[i];
-      CHECK(wrong == 0);
-    }
+    check_add_then_max(group, sizes, 700, p2p_algorithm::one_shot);
+    cohort::p2p_clique peers(group);
     // Bytes: the last line holds 7 of its 8, then exactly 8 KiB, then one byte past the lines.
     for (const std::size_t n : {std::size_t{8191}, std::size_t{8192}, std::size_t{8193}}) {
       CAPTURE(n);

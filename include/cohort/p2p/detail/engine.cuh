@@ -37,6 +37,10 @@ static_assert(max_ranks == fault_max_ranks);
 // line_bytes a rank.
 inline constexpr std::size_t line_bytes = 8192;
 inline constexpr std::size_t max_lines = line_bytes / 8;
+// The lines a one-shot call of `bytes` a rank moves: 8 bytes of data each.
+__host__ __device__ constexpr std::size_t lines_for(std::size_t bytes) {
+  return (bytes + 7) / 8;
+}
 
 // One rank's state, in 64-bit words of its own memory (p2p_clique allocates it zeroed): signal
 // slots, point-to-point flags, sent and waited counts, epochs, the lines small one-shot calls

@@ -63,29 +63,28 @@ __global__ void __launch_bounds__(block_threads)
   if (e.ranks == 0) return;
   block_session session(e, call_kind::one_shot_all_reduce);
   if (session.stopped()) return;
-  const std::size_t lines = (count * sizeof(T) + 7) / 8;
-  const auto half = static_cast<unsigned>(session.call_number() & 1u);
-  const std::uint32_t flag = line_flag(session.call_number());
+  const std::size_t lines = lines_for(count * sizeof(T));
+  const line_call call = line_call_of(session.call_number());
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
   const std::size_t first = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x;
   for (std::size_t i = first; i < lines; i += stride) {
     const uint2 data = input_line(in, count, i);
     for (int p = 0; p < e.ranks; ++p)
-      store_line(line_at(e, p, half, e.rank, i), data, flag);
+      store_line(line_at(e, p, call.half, e.rank, i), data, call.flag);
   }
   // Block b's barrier slots on every rank get this call's first value (relaxed: a record for a
   // fault's report of what each rank reached, which no barrier of a later call mistakes: those wait
   // for higher values); block 0 clears one line past the data (line_to_clear).
   if (threadIdx.x < static_cast<unsigned>(e.ranks))
     record_reached(e, static_cast<int>(threadIdx.x), session.block(), session.next_value());
-  const std::size_t cleared = line_to_clear(session.call_number());
+  const std::size_t cleared = line_to_clear(call.number);
   if (blockIdx.x == 0 && threadIdx.x == 0 && cleared >= lines)
     for (int p = 0; p < e.ranks; ++p)
-      store_line(line_at(e, p, half, e.rank, cleared), make_uint2(0, 0), 0);
+      store_line(line_at(e, p, call.half, e.rank, cleared), make_uint2(0, 0), 0);
   bool arrived = true;
   for (std::size_t i = first; i < lines && arrived; i += stride) {
     uint2 data[max_ranks];
-    arrived = read_lines(e, session.block(), session.call_number(), i, data);
+    arrived = read_lines(e, session.block(), call, i, data);
     if (arrived) reduce_line<T, Acc>(data, r, out, count, i);
   }
   if (!session.all_arrived(arrived)) return;

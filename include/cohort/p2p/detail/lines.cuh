@@ -30,6 +30,17 @@ __device__ inline std::uint32_t line_flag(std::uint64_t call_number) {
   return static_cast<std::uint32_t>(call_number % 0xffffffffu) + 1u;
 }
 
+// What a block's call number gives its lines: the half of the lines they go to, and their flag.
+struct line_call {
+  std::uint64_t number;
+  unsigned half;
+  std::uint32_t flag;
+};
+
+__device__ inline line_call line_call_of(std::uint64_t call_number) {
+  return {call_number, static_cast<unsigned>(call_number & 1u), line_flag(call_number)};
+}
+
 __device__ inline void store_line(std::uint32_t* line, uint2 data, std::uint32_t flag) {
   const std::uint64_t low = std::uint64_t{flag} << 32 | data.x;
   const std::uint64_t high = std::uint64_t{flag} << 32 | data.y;
@@ -71,16 +82,15 @@ __device__ uint2 input_line(const T* in, std::size_t count, std::size_t i) {
   return data;
 }
 
-// Line `i` from every rank into data[rank], in block `block`'s call `call` (call_number: it picks
-// the half and the flag): one read of every line at once, then a wait (wait_until) for any that
-// had not arrived. A sender whose kernel never launched is released as a barrier is
+// Line `i` from every rank into data[rank], in block `block`'s call `call`: one read of every line
+// at once, then a wait (wait_until) for any that had not arrived. A sender whose kernel never launched is released as a barrier is
 // (release_waiting raises its slot past every value): the line is then taken as it is. False
 // where the clique stopped. A fault record names the wait in barrier values, as a barrier's does:
 // the first value this call would take, and that of the call whose line was found (0: none yet).
-__device__ inline bool read_lines(const engine& e, unsigned block, std::uint64_t call,
+__device__ inline bool read_lines(const engine& e, unsigned block, const line_call& call,
                                   std::size_t i, uint2 (&data)[max_ranks]) {
-  const auto half = static_cast<unsigned>(call & 1u);
-  const std::uint32_t flag = line_flag(call);
+  const unsigned half = call.half;
+  const std::uint32_t flag = call.flag;
   bool have[max_ranks];
 #pragma unroll
   for (int q = 0; q < max_ranks; ++q) {
@@ -95,10 +105,11 @@ __device__ inline bool read_lines(const engine& e, unsigned block, std::uint64_t
       std::uint64_t found = 0;
       if (load_line(line_at(e, e.rank, half, q, i), flag, data[q], found)) return true;
       const std::uint64_t behind = (flag + 0xffffffffull - found) % 0xffffffffull; // calls
-      reached = found == 0 || behind > call ? 0 : (call - behind) * epoch_step + 1;
+      reached = found == 0 || behind > call.number ? 0 : (call.number - behind) * epoch_step + 1;
       return ++polls % 16 == 0 && load_acquire(e, released) == ~std::uint64_t{0};
     };
-    if (!wait_until(e, arrived, call * epoch_step + 1, block, q, call_kind::one_shot_all_reduce))
+    if (!wait_until(e, arrived, call.number * epoch_step + 1, block, q,
+                    call_kind::one_shot_all_reduce))
       return false;
   }
   return true;
