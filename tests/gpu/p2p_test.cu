@@ -518,10 +518,9 @@ namespace {
 // sizes[k % sizes.size()] elements: rank r adds (r + 1) * (k % 5 + 1) to each, then all take the
 // max, which is the last rank's value and which every rank must then hold: a rank that read a
 // stale peer value (a stale line, a stale half of the scratch) would fall behind.
-void check_add_then_max(cohort::device_group& group, std::span<const std::size_t> sizes, int calls,
-                        p2p_algorithm algorithm) {
+void check_add_then_max(cohort::device_group& group, cohort::p2p_clique& peers,
+                        std::span<const std::size_t> sizes, int calls, p2p_algorithm algorithm) {
   const std::size_t members = group.size();
-  cohort::p2p_clique peers(group);
   const std::size_t largest = *std::max_element(sizes.begin(), sizes.end());
   cohort::distributed_buffer<long long> x(group, cohort::partition::replicated(largest, members));
   x.fill_bytes(0);
@@ -561,8 +560,9 @@ TEST_CASE("10,000 back-to-back p2p all_reduces without host synchronisation stay
       CAPTURE(members);
       CAPTURE(static_cast<int>(algorithm));
       auto group = cohort::testing::group_of(members);
+      cohort::p2p_clique peers(group);
       const std::size_t n[] = {algorithm == p2p_algorithm::one_shot ? 4099u : 100003u};
-      check_add_then_max(group, n, 10000, algorithm);
+      check_add_then_max(group, peers, n, 10000, algorithm);
     }
 }
 
@@ -575,9 +575,10 @@ TEST_CASE("one-shot in lines and through scratch interleave, at every size aroun
     auto group = cohort::testing::group_of(members);
     // long long: 1024 elements fill the lines exactly; uint8_t: 8191 leaves the last line short.
     const std::size_t sizes[] = {1, 1024, 1025, 3, 1023, 2, 4000};
-    check_add_then_max(group, sizes, 700, p2p_algorithm::one_shot);
     cohort::p2p_clique peers(group);
-    // Bytes: the last line holds 7 of its 8, then exactly 8 KiB, then one byte past the lines.
+    check_add_then_max(group, peers, sizes, 700, p2p_algorithm::one_shot);
+    // Bytes, on the same clique (its lines hold the calls above): the last line holds 7 of its 8,
+    // then exactly 8 KiB, then one byte past the lines.
     for (const std::size_t n : {std::size_t{8191}, std::size_t{8192}, std::size_t{8193}}) {
       CAPTURE(n);
       cohort::distributed_buffer<std::uint8_t> b(group, cohort::partition::replicated(n, members));
