@@ -1,10 +1,10 @@
-// The in-order reduction where values are small enough for four tiles a step: an affine fold
+// The in-order reduction where values are small enough for four tiles a load: an affine fold
 // (associative, not commutative, exact in 32-bit arithmetic) notices an item skipped, taken twice
 // or taken out of order. Sizes at the edges of a lane's load, a warp's tile, a warp's run and a
-// block's step, a last step part-filled, and up to 2^24 + 3 (many steps a block); a group of one and an emulated or real
-// group of three; pairs read whole, 32-bit items lifted by a transform from an aligned buffer and
-// from a view one item off 16-byte alignment, into a pending value and into a device_result; and
-// the index form. Values too wide for two sets of a step's results, too.
+// block's step, a last step part-filled, and up to 2^24 + 3 (many steps a block); a group of one
+// and an emulated or real group of three; pairs read whole, 32-bit items lifted by a transform
+// from an aligned buffer and from a view one item off 16-byte alignment, into a pending value and
+// into a device_result; and the index form. Values too wide for two sets of a step's results, too.
 #include "testing.cuh"
 
 #include <doctest/doctest.h>

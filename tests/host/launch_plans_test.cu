@@ -1,8 +1,8 @@
 // The launch shapes the algorithms compute on the host before they launch, checked without a GPU
-// over sizes from 0 to past 2^40: a reduction's blocks and their ranges of steps (every step read by one
-// block, ranges in order and even, no block without a step, never more blocks than the partial
-// slots, few tiles not spread thin), and the element form's grid and pieces (every element in one
-// tile of one launch, no launch past CUDA's limit).
+// over sizes from 0 to past 2^40: a reduction's blocks and their ranges of steps (every item read
+// by one block, ranges in order and even, no block without items, never more blocks than the
+// partial slots, a block for every step while there are slots), and the element form's grid and
+// pieces (every element in one tile of one launch, no launch past CUDA's limit).
 #include <cohort/algorithms/detail/for_each_kernels.cuh>
 #include <cohort/algorithms/detail/reduce_plan.cuh>
 
@@ -41,8 +41,20 @@ void check_reduce_plans() {
       REQUIRE(plan.blocks >= 1);
       CHECK(plan.blocks <= max_blocks);
       // A block for every step while there are slots; never one without a step.
-      const std::size_t steps = (count + tile * step - 1) / (tile * step);
+      const std::size_t step_items = tile * step;
+      const std::size_t steps = (count + step_items - 1) / step_items;
       CHECK(plan.blocks == std::min<std::size_t>(max_blocks, steps));
+      // The kernel's item ranges under this plan: [first_step(b), first_step(b + 1)) steps, the
+      // last cut at count. Each block has items; together they are [0, count), in order.
+      using cohort::detail::block_first_step;
+      const auto items_from = [&](std::size_t b) {
+        return std::min(block_first_step(b, plan.blocks, steps) * step_items, count);
+      };
+      CHECK(items_from(0) == 0);
+      CHECK(items_from(plan.blocks) == count);
+      CHECK(items_from(plan.blocks - 1) < count);
+      for (const std::size_t b : {std::size_t{0}, std::size_t{plan.blocks / 2}})
+        CHECK(items_from(b) < items_from(b + 1));
     }
 }
 
@@ -51,7 +63,7 @@ void check_reduce_plans() {
 TEST_CASE("a reduction's blocks take contiguous, even ranges of the steps") {
   using cohort::detail::block_first_step;
   for (const std::size_t blocks : {std::size_t(1), std::size_t(7), std::size_t(528)})
-    for (const std::size_t steps : {blocks, blocks + 1, 2 * blocks - 1, std::size_t(1000003),
+    for (const std::size_t steps : {blocks, blocks + 1, 2 * blocks + 1, std::size_t(1000003),
                                     std::size_t(1) << 36, (std::size_t(1) << 44) + 3}) {
       CAPTURE(blocks);
       CAPTURE(steps);

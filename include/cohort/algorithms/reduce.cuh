@@ -7,12 +7,12 @@
 // multi_device_transform_reduce's transform(i) gives x[i] from the global index i. Member k reduces
 // its contiguous part in order (each block a contiguous range that its warps step through,
 // cub::WarpReduce within a warp, warps and blocks combined in order), then member 0 combines the
-// members' results in rank order with `init`. Any trivially copyable, default-constructible value type of at most 4 KiB works (at most
-// 256 bytes for the pending form). A group of one reduces straight into the result: sums of
-// arithmetic types and the minimum or maximum of integers (whose result is the in-order one
-// whatever the order) through cub::DeviceReduce, at its cost; any other operator through the
-// in-order kernel, whose last block folds `init` in. The scratch and events are the group's, kept
-// between calls: a loop allocates and creates nothing.
+// members' results in rank order with `init`. Any trivially copyable, default-constructible value
+// type of at most 4 KiB works (at most 256 bytes for the pending form). A group of one reduces
+// straight into the result: sums of arithmetic types and the minimum or maximum of integers (whose
+// result is the in-order one whatever the order) through cub::DeviceReduce, at its cost; any other
+// operator through the in-order kernel, whose last block folds `init` in. The scratch and events
+// are the group's, kept between calls: a loop allocates and creates nothing.
 //
 // Two forms of each reduction. The first returns a `pending<T>`: the value lands in host memory,
 // and nothing blocks until `wait()`. It cannot be captured into a CUDA graph (a pending value

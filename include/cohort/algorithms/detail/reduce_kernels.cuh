@@ -89,7 +89,7 @@ inline constexpr int reduce_items_per_lane = sizeof(U) < 16 ? static_cast<int>(1
 
 // Tiles a warp loads before it folds them, for more loads in flight per lane. An index range
 // (nothing to load) and wide values (registers) take one. Measured on an H100 from 2^24 to 2^28
-// floats and doubles: four a step ran up to 2% faster than one; eight, compiled for 8 blocks an SM,
+// floats and doubles: four a load ran up to 2% faster than one; eight, compiled for 8 blocks an SM,
 // spilled registers and ran at 0.4-0.6x. Lanes that each fold a contiguous span of the warp's range
 // alone (one WarpReduce a warp, not one a tile) ran at 1.04x at 2^20 floats but 0.3-0.7x from 2^22:
 // the lanes' loads stride kilobytes apart.
@@ -97,7 +97,8 @@ template <class Input, class V>
 inline constexpr int reduce_tiles_per_load = std::is_pointer_v<Input> && sizeof(V) <= 16 ? 4 : 1;
 
 // A block takes a contiguous range of steps of reduce_step_tiles tiles, warp w folding the w-th run
-// of reduce_warp_tiles in each: the block's loads stay within 16 KiB of each other. Each
+// of reduce_warp_tiles in each: the block's loads stay within one step (16 KiB of items of 1, 2,
+// 4, 8 or 16 bytes). Each
 // warp on a range of its own, 4 tiles at a time, read 4224 streams at once on an H100 and ran at
 // 0.85-0.95x cub::DeviceReduce::Reduce from 2^21 to 2^28 floats, where blocks that step together
 // ran at 0.94-0.99x; 8, 16 or 32 blocks an SM in place of 4 did no better.
@@ -163,7 +164,8 @@ struct into_result {
 // cub::WarpReduce (which keeps lane order) folds the lanes, and lane 0 folds the tiles in order;
 // thread 0 then folds the step's warps in order into the block's result, which goes to `out`
 // (into_partials or into_result). Whole steps take the plain path; only the input's last, partial
-// step pays for maybe<V> (a warp may have nothing, a tile may be partial).
+// step pays for maybe<V> (a warp may have nothing, a tile may be partial). Launched with at most
+// as many blocks as steps (plan_reduce), so that every block has items.
 template <class V, int Loads, int MinBlocks, class Input, class Transform, class Op, class Out>
 __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
     reduce_in_order(Input input, std::size_t count, Transform transform, Op op, Out out) {

@@ -83,10 +83,11 @@ __device__ uint2 input_line(const T* in, std::size_t count, std::size_t i) {
 }
 
 // Line `i` from every rank into data[rank], in block `block`'s call `call`: one read of every line
-// at once, then a wait (wait_until) for any that had not arrived. A sender whose kernel never launched is released as a barrier is
-// (release_waiting raises its slot past every value): the line is then taken as it is. False
-// where the clique stopped. A fault record names the wait in barrier values, as a barrier's does:
-// the first value this call would take, and that of the call whose line was found (0: none yet).
+// at once, then a wait (wait_until) for any that had not arrived. A sender whose kernel never
+// launched is released as a barrier is (release_waiting raises its slot past every value): the line
+// is then taken as it is. False where the clique stopped. A fault record names the wait in barrier
+// values, as a barrier's does: the first value this call would take, and that of the call whose
+// line was found (0: none yet).
 __device__ inline bool read_lines(const engine& e, unsigned block, const line_call& call,
                                   std::size_t i, uint2 (&data)[max_ranks]) {
   const unsigned half = call.half;
