@@ -96,6 +96,11 @@ __device__ inline unsigned long long nanoseconds() {
   return t;
 }
 
+// The slot on rank `on` that block `block` of rank `from` signals into.
+__device__ inline std::uint64_t& signal_slot(const engine& e, int on, unsigned block, int from) {
+  return e.signals[on][block * max_ranks + from];
+}
+
 // Rank `rank`'s stop word, and this rank's progress (state_layout).
 __device__ inline std::uint64_t* stop_word(const engine& e, int rank) {
   return e.signals[rank] + state_layout::stop;
@@ -133,7 +138,7 @@ __device__ inline void give_up(const engine& e, const give_up_at& at) {
     f.at_ns = nanoseconds();
     for (int q = 0; q < max_ranks; ++q)
       f.reached[q] = q < e.ranks ? cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(
-                                       e.signals[e.rank][at.block * max_ranks + q])
+                                       signal_slot(e, e.rank, at.block, q))
                                        .load(cuda::std::memory_order_relaxed)
                                  : 0;
     cuda::atomic_ref<unsigned, cuda::thread_scope_system>(f.written).store(
@@ -238,15 +243,14 @@ __device__ inline bool wait_for(const engine& e, std::uint64_t& slot, std::uint6
 // Stores `value` into block `block`'s slot from this rank on rank `peer` (release).
 __device__ inline void store_signal(const engine& e, int peer, unsigned block,
                                     std::uint64_t value) {
-  store_release(e, e.signals[peer][block * max_ranks + e.rank], value);
+  store_release(e, signal_slot(e, peer, block, e.rank), value);
 }
 
 // Stores `value` into block `block`'s slot from this rank on rank `peer`, relaxed: what a fault
 // record reports this block reached, where no barrier needs it.
 __device__ inline void record_reached(const engine& e, int peer, unsigned block,
                                       std::uint64_t value) {
-  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(
-      e.signals[peer][block * max_ranks + e.rank])
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(signal_slot(e, peer, block, e.rank))
       .store(value, cuda::std::memory_order_relaxed);
 }
 
@@ -263,7 +267,7 @@ __device__ inline bool barrier(const engine& e, unsigned block, std::uint64_t va
        peer += static_cast<int>(block_size())) {
     store_signal(e, peer, block, value);
     if (arrived)
-      arrived = wait_for(e, e.signals[e.rank][block * max_ranks + peer], value, block, peer, call);
+      arrived = wait_for(e, signal_slot(e, e.rank, block, peer), value, block, peer, call);
   }
   return __syncthreads_or(!arrived) == 0;
 }

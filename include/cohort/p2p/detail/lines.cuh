@@ -100,7 +100,7 @@ __device__ inline bool read_lines(const engine& e, unsigned block, const line_ca
   }
   for (int q = 0; q < e.ranks; ++q) {
     if (have[q]) continue;
-    std::uint64_t& released = e.signals[e.rank][block * max_ranks + q];
+    std::uint64_t& released = signal_slot(e, e.rank, block, q);
     unsigned polls = 0; // the release slot, one for the whole block, is read every 16th poll
     const auto arrived = [&](std::uint64_t& reached) {
       std::uint64_t found = 0;
