@@ -4,7 +4,8 @@
 // block's step, a last step part-filled, and up to 2^24 + 3 (many steps a block); a group of one
 // and an emulated or real group of three; pairs read whole, 32-bit items lifted by a transform
 // from an aligned buffer and from a view one item off 16-byte alignment, into a pending value and
-// into a device_result; and the index form. Values too wide for two sets of a step's results, too.
+// into a device_result; and the index form. Values too wide for two sets of a step's results, too,
+// and the kernel given more blocks than it has steps.
 #include "testing.cuh"
 
 #include <doctest/doctest.h>
@@ -165,4 +166,47 @@ TEST_CASE("in-order reductions of wide values take every item once, in order") {
       CHECK(std::all_of(std::begin(got.payload), std::end(got.payload),
                         [](unsigned v) { return v == 0; }));
     }
+}
+
+TEST_CASE("an in-order kernel given more blocks than steps leaves the blocks past them empty") {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  using cohort::detail::maybe;
+  using slot = maybe<affine>;
+  const cohort::stream stream(cohort::device_ref{0});
+  // Two steps of 8-byte items and a part of a third; plan_reduce would launch three blocks.
+  constexpr std::size_t step =
+      32 * cohort::detail::reduce_items_per_lane<affine> * cohort::detail::reduce_step_tiles;
+  const std::size_t n = 2 * step + 37;
+  const unsigned blocks = 7;
+  std::vector<affine> lifted(n);
+  const std::vector<unsigned> items = random_items(n, 5);
+  for (std::size_t i = 0; i < n; ++i)
+    lifted[i] = lift_item{}(items[i]);
+  cohort::device_buffer<affine> input(n, stream);
+  input.copy_from_host(lifted);
+  cohort::device_buffer<slot> partials(blocks, stream);
+  partials.fill_bytes(0xff); // every slot says it has a value until a block writes it
+  cohort::device_buffer<affine> result(1, stream);
+  result.fill_bytes(0xff);
+  using into_partials = cohort::detail::into_partials<affine>;
+  using into_result = cohort::detail::into_result<affine, compose>;
+  cohort::launch(stream, {.grid = blocks, .block = cohort::detail::reduce_block_threads},
+                 cohort::detail::reduce_kernel<affine, const affine*, cohort::detail::identity,
+                                               compose, into_partials>,
+                 static_cast<const affine*>(input.data()), n, cohort::detail::identity{}, compose{},
+                 into_partials{partials.data()});
+  cohort::launch(stream, {.grid = 1, .block = cohort::detail::reduce_block_threads},
+                 cohort::detail::fold_partials<affine, compose, into_result>,
+                 static_cast<const slot*>(partials.data()), blocks, compose{},
+                 into_result{init, compose{}, result.data()});
+  std::vector<slot> slots(blocks);
+  partials.copy_to_host(slots);
+  std::vector<affine> got(1);
+  result.copy_to_host(got);
+  stream.synchronize();
+  for (unsigned b = 0; b < blocks; ++b) {
+    CAPTURE(b);
+    CHECK(slots[b].has() == (b < 3));
+  }
+  check_same(got[0], fold_on_host(items));
 }

@@ -33,27 +33,27 @@ void check_reduce_plans() {
     for (const std::size_t count : counts_to_check(tile)) {
       CAPTURE(max_blocks);
       CAPTURE(count);
-      const cohort::detail::reduce_launch plan = cohort::detail::plan_reduce<U>(count, max_blocks);
+      const unsigned blocks = cohort::detail::plan_reduce<U>(count, max_blocks);
       if (count == 0) {
-        CHECK(plan.blocks == 0);
+        CHECK(blocks == 0);
         continue;
       }
-      REQUIRE(plan.blocks >= 1);
-      CHECK(plan.blocks <= max_blocks);
+      REQUIRE(blocks >= 1);
+      CHECK(blocks <= max_blocks);
       // A block for every step while there are slots; never one without a step.
       const std::size_t step_items = tile * step;
       const std::size_t steps = (count + step_items - 1) / step_items;
-      CHECK(plan.blocks == std::min<std::size_t>(max_blocks, steps));
+      CHECK(blocks == std::min<std::size_t>(max_blocks, steps));
       // The kernel's item ranges under this plan: [first_step(b), first_step(b + 1)) steps, the
       // last cut at count. Each block has items; together they are [0, count), in order.
       using cohort::detail::block_first_step;
       const auto items_from = [&](std::size_t b) {
-        return std::min(block_first_step(b, plan.blocks, steps) * step_items, count);
+        return std::min(block_first_step(b, blocks, steps) * step_items, count);
       };
       CHECK(items_from(0) == 0);
-      CHECK(items_from(plan.blocks) == count);
-      CHECK(items_from(plan.blocks - 1) < count);
-      for (const std::size_t b : {std::size_t{0}, std::size_t{plan.blocks / 2}})
+      CHECK(items_from(blocks) == count);
+      CHECK(items_from(blocks - 1) < count);
+      for (const std::size_t b : {std::size_t{0}, std::size_t{blocks / 2}})
         CHECK(items_from(b) < items_from(b + 1));
     }
 }

@@ -164,8 +164,8 @@ struct into_result {
 // cub::WarpReduce (which keeps lane order) folds the lanes, and lane 0 folds the tiles in order;
 // thread 0 then folds the step's warps in order into the block's result, which goes to `out`
 // (into_partials or into_result). Whole steps take the plain path; only the input's last, partial
-// step pays for maybe<V> (a warp may have nothing, a tile may be partial). Launched with at most
-// as many blocks as steps (plan_reduce), so that every block has items.
+// step pays for maybe<V> (a warp may have nothing, a tile may be partial). plan_reduce launches
+// at most as many blocks as steps; a block past them would have none, and gives `out` none.
 template <class V, int Loads, int MinBlocks, class Input, class Transform, class Op, class Out>
 __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
     reduce_in_order(Input input, std::size_t count, Transform transform, Op op, Out out) {
@@ -196,7 +196,8 @@ __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
   if constexpr (std::is_pointer_v<Input>)
     aligned = reinterpret_cast<std::uintptr_t>(input) % 16 == 0;
   const std::size_t steps = (count + step_items - 1) / step_items;
-  const std::size_t begin = block_first_step(blockIdx.x, gridDim.x, steps) * step_items;
+  const std::size_t first_item = block_first_step(blockIdx.x, gridDim.x, steps) * step_items;
+  const std::size_t begin = first_item < count ? first_item : count;
   const std::size_t past = block_first_step(blockIdx.x + 1, gridDim.x, steps) * step_items;
   const std::size_t end = past < count ? past : count;
 
@@ -219,16 +220,19 @@ __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
       __syncwarp(); // the warp's temporary storage is reused by the next tile
     }
   };
+  // A warp's whole run of reduce_warp_tiles tiles from `first`, folded into lane 0's `total`.
+  auto fold_run = [&](std::size_t first, V& total) {
+#pragma unroll
+    for (std::size_t k = 0; k < reduce_warp_tiles; k += Loads)
+      fold_tiles(first + k * tile, total, k == 0, std::integral_constant<int, Loads>{});
+  };
 
   V total{}; // thread 0's: the block's whole steps, once `any`
   bool any = false;
   std::size_t step = begin;
   for (int set = 0; end - step >= step_items; step += step_items, set ^= sets - 1) {
     V mine{};
-    const std::size_t run = step + warp * run_items;
-#pragma unroll
-    for (std::size_t k = 0; k < reduce_warp_tiles; k += Loads)
-      fold_tiles(run + k * tile, mine, k == 0, std::integral_constant<int, Loads>{});
+    fold_run(step + warp * run_items, mine);
     V* const results = reinterpret_cast<V*>(result_bytes) + set * reduce_block_warps;
     if (lane == 0) results[warp] = mine;
     __syncthreads();
@@ -252,9 +256,7 @@ __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
     const std::size_t whole_end = first + (last - first) / tile * tile;
     V whole{};
     if (whole_end - first == run_items) // a whole run, as in the steps above
-#pragma unroll
-      for (std::size_t k = 0; k < reduce_warp_tiles; k += Loads)
-        fold_tiles(first + k * tile, whole, k == 0, std::integral_constant<int, Loads>{});
+      fold_run(first, whole);
     else
       for (std::size_t at = first; at < whole_end; at += tile)
         fold_tiles(at, whole, at == first, std::integral_constant<int, 1>{});

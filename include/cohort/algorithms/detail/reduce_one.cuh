@@ -71,30 +71,30 @@ void enqueue_reduce_one(const device_group& group, const Source& source, T init,
     }
   }
 
-  const reduce_launch first = plan_reduce<U>(count, reduce_max_blocks(group, 0));
-  slot* const slots = first.blocks > 1 ? partials(first.blocks) : nullptr;
+  const unsigned blocks = plan_reduce<U>(count, reduce_max_blocks(group, 0));
+  slot* const slots = blocks > 1 ? partials(blocks) : nullptr;
   if (balancer != nullptr) balancer->start(0, stream);
-  const launch_config config{.grid = std::max(1u, first.blocks),
+  const launch_config config{.grid = std::max(1u, blocks),
                              .block = reduce_block_threads,
                              .name = "cohort::detail::reduce_in_order"};
   const into_result<T, Op> into{init, op, result};
-  if (first.blocks == 0) {
+  if (blocks == 0) {
     launch(stream, {.name = "cohort::detail::store_result"}, store_result<T>, result, init);
-  } else if (first.blocks == 1) {
+  } else if (blocks == 1) {
     launch(stream, config, reduce_kernel<T, Input, Transform, Op, into_result<T, Op>>, input, count,
            transform, op, into);
   } else {
     // A T with padding has bytes the kernels never write: zeroed, so that the second step's
     // copies of the slots read only written bytes (what compute-sanitizer's initcheck checks).
     if constexpr (!std::is_arithmetic_v<T> && !std::has_unique_object_representations_v<T>)
-      check_cuda(cudaMemsetAsync(slots, 0, first.blocks * sizeof(slot), stream.native_handle()),
+      check_cuda(cudaMemsetAsync(slots, 0, blocks * sizeof(slot), stream.native_handle()),
                  "cudaMemsetAsync (reduction partials)", device);
     launch(stream, config, reduce_kernel<T, Input, Transform, Op, into_partials<T>>, input, count,
            transform, op, into_partials<T>{slots});
     launch(stream,
            {.grid = 1, .block = reduce_block_threads, .name = "cohort::detail::fold_partials"},
-           fold_partials<T, Op, into_result<T, Op>>, static_cast<const slot*>(slots), first.blocks,
-           op, into);
+           fold_partials<T, Op, into_result<T, Op>>, static_cast<const slot*>(slots), blocks, op,
+           into);
   }
   if (balancer != nullptr) balancer->stop(0, stream);
 }

@@ -82,21 +82,16 @@ inline index_source source_of(const device_group& group, const index_range& rang
   return {std::move(split), std::move(counts), range.balancer()};
 }
 
-// How member k's reduction is launched: `blocks` blocks, each on a contiguous range of steps
-// (reduce_in_order). No blocks for no items.
-struct reduce_launch {
-  unsigned blocks = 0;
-};
-
-// A block for every step (reduce_step_tiles tiles), as many as the slots allow: a block of less
-// than a step would leave warps idle.
+// The blocks that reduce `count` items (reduce_in_order, each block on a contiguous range of
+// steps): one for every step (reduce_step_tiles tiles), as many as the slots allow, none for no
+// items. A block of less than a step would leave warps idle.
 template <class U>
-reduce_launch plan_reduce(std::size_t count, unsigned max_blocks) {
+unsigned plan_reduce(std::size_t count, unsigned max_blocks) {
   constexpr std::size_t tile = 32 * reduce_items_per_lane<U>;
-  if (count == 0) return {};
+  if (count == 0) return 0;
   const std::size_t tiles = (count + tile - 1) / tile;
   const std::size_t steps = (tiles + reduce_step_tiles - 1) / reduce_step_tiles;
-  return {static_cast<unsigned>(std::clamp<std::size_t>(steps, 1, std::max(1u, max_blocks)))};
+  return static_cast<unsigned>(std::clamp<std::size_t>(steps, 1, std::max(1u, max_blocks)));
 }
 
 // The most blocks a member's first step launches: the partial slots its scratch holds.
@@ -198,7 +193,7 @@ void enqueue_reduce(const device_group& group, const Source& source, T init, Op 
     using U = typename std::iterator_traits<Input>::value_type;
     const Input input = source.input_of(m.rank);
     const std::size_t count = source.counts[m.rank];
-    const reduce_launch first = plan_reduce<U>(count, memory.capacity[m.rank]);
+    const unsigned blocks = plan_reduce<U>(count, memory.capacity[m.rank]);
 #if defined(COHORT_TEST_HOOKS) && COHORT_TEST_HOOKS
     if (m.rank == reduce_fails_at_member_for_tests) [[unlikely]]
       throw cuda_error(cudaErrorLaunchFailure, "reduce_in_order (a failure tests inject)",
@@ -208,29 +203,28 @@ void enqueue_reduce(const device_group& group, const Source& source, T init, Op 
     // for member 0's stream): its stop also marks where a later call may move these indices.
     if (source.balancer != nullptr) source.balancer->start(m.rank, m.stream);
     slot* mine = memory.member[m.rank];
-    if (first.blocks > 0) {
+    if (blocks > 0) {
       // A T with padding (a user struct such as {float; long long}) has bytes the kernels never
       // write: zero the slots first, so that copying them reads only written bytes (what
       // compute-sanitizer's initcheck checks). Types without padding skip this.
       if constexpr (!std::is_arithmetic_v<T> && !std::has_unique_object_representations_v<T>)
-        check_cuda(cudaMemsetAsync(mine, 0, reduce_scratch_bytes<T>(first.blocks),
-                                   m.stream.native_handle()),
-                   "cudaMemsetAsync (reduction partials)", m.device.get());
-      const launch_config config{.grid = first.blocks,
-                                 .block = reduce_block_threads,
-                                 .name = "cohort::detail::reduce_in_order"};
+        check_cuda(
+            cudaMemsetAsync(mine, 0, reduce_scratch_bytes<T>(blocks), m.stream.native_handle()),
+            "cudaMemsetAsync (reduction partials)", m.device.get());
+      const launch_config config{
+          .grid = blocks, .block = reduce_block_threads, .name = "cohort::detail::reduce_in_order"};
       // One block writes the member's result; several write one partial each, which one more
       // block then folds, in order, into the result.
       launch(m.stream, config, reduce_kernel<T, Input, Transform, Op, into_partials<T>>, input,
-             count, transform, op, into_partials<T>{first.blocks == 1 ? mine : mine + 1});
-      if (first.blocks > 1)
+             count, transform, op, into_partials<T>{blocks == 1 ? mine : mine + 1});
+      if (blocks > 1)
         launch(m.stream,
                {.grid = 1, .block = reduce_block_threads, .name = "cohort::detail::fold_partials"},
-               fold_partials<T, Op, into_partials<T>>, static_cast<const slot*>(mine + 1),
-               first.blocks, op, into_partials<T>{mine});
+               fold_partials<T, Op, into_partials<T>>, static_cast<const slot*>(mine + 1), blocks,
+               op, into_partials<T>{mine});
     }
     if (source.balancer != nullptr) source.balancer->stop(m.rank, m.stream);
-    if (first.blocks > 0) {
+    if (blocks > 0) {
       // The slot in member 0's gathered array must be cleared before it is overwritten.
       m.stream.wait(memory.events[0]);
       copy_between_devices(memory.gathered + m.rank, root.device(), mine, m.device, sizeof(slot),
@@ -251,7 +245,7 @@ std::vector<unsigned> reduce_blocks(const device_group& group, const Source& sou
   std::vector<unsigned> blocks(group.size());
   for (std::size_t k = 0; k < group.size(); ++k) {
     using U = typename std::iterator_traits<decltype(source.input_of(k))>::value_type;
-    blocks[k] = plan_reduce<U>(source.counts[k], reduce_max_blocks(group, k)).blocks;
+    blocks[k] = plan_reduce<U>(source.counts[k], reduce_max_blocks(group, k));
   }
   return blocks;
 }
