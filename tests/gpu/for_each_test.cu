@@ -66,7 +66,8 @@ bool same(const T& a, const T& b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 
-const std::size_t sizes[] = {0, 1, 2, 3, 5, 7919, 1000003};
+// With an index kernel's tile of 512 (a whole one, one and a part) and primes.
+const std::size_t sizes[] = {0, 1, 2, 3, 5, 512, 1025, 7919, 1000003};
 
 } // namespace
 
@@ -317,9 +318,10 @@ TEST_CASE("multi_device_for_each over indices(n) reaches indices past 2^31 [seri
   CHECK(wrong == 0);
 }
 
-// CUB's DeviceFor::Bulk counts its blocks in 32 bits: past 2^41 indices it visited the first 512
-// only and reported success, and from about 2^40 per member its launch failed. Probes at the
-// edges of cohort's pieces of 2^38 and past 2^41 count their visits: each must be one. Two
+// A launch's blocks are counted in 32 bits: CUB's DeviceFor::Bulk visited only the first 512
+// indices past 2^41 and reported success, and from about 2^40 per member its launch failed.
+// cohort's index kernel takes pieces of 2^38. Probes at the edges of those pieces and past 2^41
+// count their visits: each must be one. Two
 // trillion cheap calls a form, seconds on an H200 with the GPU to itself ([serial]); a load case,
 // which the sanitizers leave out. `probes` has a call operator that is not const, as CUB allows.
 namespace {

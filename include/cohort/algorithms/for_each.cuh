@@ -15,9 +15,10 @@
 //   cohort::for_each_n(stream, n, [=] __device__(std::size_t i) { y[i] = a * in[i] + y[i]; });
 //
 // Every form enqueues on the group's (or the given) streams and returns without waiting; the
-// kernels are instantiated in the caller's translation unit: the index forms run CUB's DeviceFor
-// (what thrust::for_each runs), the element form a kernel of cohort's that keeps several elements'
-// reads in flight per thread (detail/for_each_kernels.cuh), f still taking each element itself.
+// kernels are instantiated in the caller's translation unit (detail/for_each_kernels.cuh): the
+// index forms a kernel shaped as cub::DeviceFor::Bulk's (what thrust::for_each runs), launched
+// without Bulk's dispatch for less host time a call; the element form a kernel that keeps several
+// elements' reads in flight per thread, f still taking each element itself.
 // `f` may be an extended __device__ lambda or a function object holding state by value. Order
 // it after other streams' work with `group.fork(origin)`. An index range split by
 // an adaptive_balancer times each member's share and moves work toward the faster members on
@@ -33,8 +34,6 @@
 #include "../execution/on_each.cuh"
 #include "detail/for_each_kernels.cuh"
 
-#include <cub/device/device_for.cuh>
-
 #include <algorithm>
 #include <cstddef>
 #include <string_view>
@@ -44,28 +43,18 @@ namespace cohort {
 
 namespace detail {
 
-// Turns a launch's local index into the global one. `f` is mutable: CUB calls a function object
-// whose call operator is not const, and so does cohort.
+// f(first_index + i) for every i in [0, n), on `stream`: one kernel per F whatever n is, in
+// launches of at most bulk_piece indices (2^29 blocks, under CUDA's grid limit).
 template <class F>
-struct at_global_index {
-  mutable F f;
-  std::size_t offset;
-  __device__ void operator()(std::size_t local) const { f(offset + local); }
-};
-
-// cub::DeviceFor::Bulk launches a block for every 512 indices and casts the count of blocks to
-// unsigned int (CUB 3.0): from about 2^40 indices its launch fails, and past 2^41 the count wraps
-// and it visits a few blocks' worth, reporting success. Larger counts go in pieces of 2^38.
-inline constexpr std::size_t bulk_piece = std::size_t(1) << 38;
-
-// f(first_index + i) for every i in [0, n), on `stream`: one kernel per F whatever n is.
-template <class F>
-void bulk(stream_ref stream, std::size_t n, std::size_t first_index, F f, std::string_view what) {
-  for (std::size_t done = 0; done < n; done += bulk_piece)
-    check_cuda(cub::DeviceFor::Bulk(std::min(bulk_piece, n - done),
-                                    at_global_index<F>{f, first_index + done},
-                                    stream.native_handle()),
-               what, stream.device().get());
+void bulk(stream_ref stream, std::size_t n, std::size_t first_index, F f, const char* what) {
+  for (std::size_t done = 0; done < n; done += bulk_piece) {
+    const std::size_t count = std::min(bulk_piece, n - done);
+    launch(stream,
+           {.grid = static_cast<unsigned>((count + for_each_index_tile - 1) / for_each_index_tile),
+            .block = for_each_block,
+            .name = what},
+           for_each_indices<F>, first_index + done, count, f);
+  }
 }
 
 } // namespace detail
@@ -76,8 +65,7 @@ void for_each_n(stream_ref stream, std::size_t n, F f) {
   const detail::nvtx_range range("for_each_n", "%zu items on device %d", n, stream.device().get());
   detail::require_stream(stream, "for_each_n");
   detail::refuse_recorded_error("for_each_n", stream.device().get());
-  scoped_device on(stream.device());
-  detail::bulk(stream, n, 0, f, "cub::DeviceFor::Bulk (for_each_n)");
+  detail::bulk(stream, n, 0, f, "cohort::for_each_n");
 }
 
 // f(element) for every element of `range` (a distributed buffer or view), each on the device that
@@ -125,7 +113,7 @@ void multi_device_for_each(const device_group& group, const index_range& range, 
                                   split.count(m.rank));
     if (balancer) balancer->start(m.rank, m.stream);
     detail::bulk(m.stream, split.count(m.rank), split.offset(m.rank), f,
-                 "cub::DeviceFor::Bulk (multi_device_for_each)");
+                 "cohort::multi_device_for_each (indices)");
     if (balancer) balancer->stop(m.rank, m.stream);
   });
 }
