@@ -2,8 +2,9 @@
 //   1. y = a·x + y on float (2 GiB per GPU): cohort vs thrust::for_each on one GPU, and against the
 //      device-to-device copy bandwidth measured here;
 //   2. strong scaling over every visible GPU: T1 / (N · TN);
-//   3. host overhead of one call on a tiny range vs a cudaSetDevice + launch loop, with cohort's
-//      NVTX ranges on (no tool attached) and compiled out (for_each_bench_nvtx_off, run from here);
+//   3. host overhead of one call on a tiny range vs a cudaSetDevice + launch loop (every version
+//      timed in turns, batch by batch), with cohort's NVTX ranges on (no tool attached) and
+//      compiled out (for_each_bench_nvtx_off, run from here);
 //   4. adaptive partitioning on an emulated uneven group (1/4 and 3/4 of the SMs) vs even split;
 //   5. sum of floats: multi_device_reduce vs cub::DeviceReduce::Sum on one GPU, and scaled;
 //   6. views against buffers: multi_device_for_each (v = a·v + b) and multi_device_reduce (to the
@@ -260,47 +261,48 @@ void scratch_rows(const group_kind& kind, keeping_pool& pool, cohort::stream_ref
 
 using rows = std::vector<std::pair<std::string, double>>;
 
-// Host microseconds per call of each version, on a one-element range.
+// Host microseconds per call of each version, on a one-element range, measured in turns.
 rows host_overhead(cohort::device_ref d0) {
   cohort::device_group one{d0};
   auto group_sync = [&] { one.synchronize(); };
   const cudaStream_t raw = one.stream(0).native_handle();
-  rows r;
-  r.emplace_back("cudaSetDevice + kernel<<<1,1>>> (baseline)",
-                 bench::host_us_per_call(
-                     [&] {
-                       cudaSetDevice(0);
-                       nothing_kernel<<<1, 1, 0, raw>>>();
-                     },
-                     group_sync));
-  r.emplace_back("cohort::launch of the same kernel",
-                 bench::host_us_per_call([&] { cohort::launch(one.stream(0), {}, nothing_kernel); },
-                                         group_sync));
-  r.emplace_back("cohort::for_each_n",
-                 bench::host_us_per_call([&] { cohort::for_each_n(one.stream(0), 1, nothing{}); },
-                                         group_sync));
-  r.emplace_back(
-      "cohort::multi_device_for_each over indices, group of 1",
-      bench::host_us_per_call(
-          [&] { cohort::multi_device_for_each(one, cohort::indices(1), nothing{}); }, group_sync));
   // A pair (emulated on one GPU, the same calls as two GPUs but for the device switch) against a
   // launch on each member's stream.
   cohort::device_group pair = cohort::device_group::emulated(d0, 2);
   const cudaStream_t raw_pair[2] = {pair.stream(0).native_handle(), pair.stream(1).native_handle()};
   auto pair_sync = [&] { pair.synchronize(); };
-  r.emplace_back("cudaSetDevice + kernel<<<1,1>>> on each of 2 streams (baseline)",
-                 bench::host_us_per_call(
-                     [&] {
-                       for (cudaStream_t member : raw_pair) {
-                         cudaSetDevice(0);
-                         nothing_kernel<<<1, 1, 0, member>>>();
-                       }
-                     },
-                     pair_sync));
-  r.emplace_back(
-      "cohort::multi_device_for_each over indices, emulated pair",
-      bench::host_us_per_call(
-          [&] { cohort::multi_device_for_each(pair, cohort::indices(2), nothing{}); }, pair_sync));
+  const std::vector<std::pair<std::string, std::function<void()>>> one_calls = {
+      {"cudaSetDevice + kernel<<<1,1>>> (baseline)",
+       [&] {
+         cudaSetDevice(0);
+         nothing_kernel<<<1, 1, 0, raw>>>();
+       }},
+      {"cohort::launch of the same kernel",
+       [&] { cohort::launch(one.stream(0), {}, nothing_kernel); }},
+      {"cohort::for_each_n", [&] { cohort::for_each_n(one.stream(0), 1, nothing{}); }},
+      {"cohort::multi_device_for_each over indices, group of 1",
+       [&] { cohort::multi_device_for_each(one, cohort::indices(1), nothing{}); }}};
+  const std::vector<std::pair<std::string, std::function<void()>>> pair_calls = {
+      {"cudaSetDevice + kernel<<<1,1>>> on each of 2 streams (baseline)",
+       [&] {
+         for (cudaStream_t member : raw_pair) {
+           cudaSetDevice(0);
+           nothing_kernel<<<1, 1, 0, member>>>();
+         }
+       }},
+      {"cohort::multi_device_for_each over indices, emulated pair",
+       [&] { cohort::multi_device_for_each(pair, cohort::indices(2), nothing{}); }}};
+  std::vector<std::pair<std::function<void()>, std::function<void()>>> timed;
+  for (const auto& [name, call] : one_calls)
+    timed.emplace_back(call, group_sync);
+  for (const auto& [name, call] : pair_calls)
+    timed.emplace_back(call, pair_sync);
+  const std::vector<double> us = bench::host_us_per_call_in_turns(timed);
+  rows r;
+  for (const auto& [name, call] : one_calls)
+    r.emplace_back(name, us[r.size()]);
+  for (const auto& [name, call] : pair_calls)
+    r.emplace_back(name, us[r.size()]);
   return r;
 }
 

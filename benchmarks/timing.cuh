@@ -73,6 +73,30 @@ inline double host_us_per_call(const std::function<void()>& call, const std::fun
   return median(per);
 }
 
+// Median host microseconds per call of each of `calls` (each a call and its sync, as
+// host_us_per_call takes them), measured in turns: each round times a batch of every one in
+// order, so that what drifts during a run (clocks, the host's other work) falls on all alike.
+inline std::vector<double> host_us_per_call_in_turns(
+    const std::vector<std::pair<std::function<void()>, std::function<void()>>>& calls,
+    int rounds = 30, int batch = 1000) {
+  std::vector<std::vector<double>> per(calls.size());
+  for (int round = -1; round < rounds; ++round) // round -1 warms up
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+      const auto& [call, sync] = calls[k];
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < batch; ++i)
+        call();
+      const auto t1 = std::chrono::steady_clock::now();
+      sync();
+      if (round >= 0)
+        per[k].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / batch);
+    }
+  std::vector<double> us;
+  for (auto& v : per)
+    us.push_back(median(std::move(v)));
+  return us;
+}
+
 // nccl-tests' method over streams: 5 warm-ups, then 5 rounds of `iters` back-to-back calls of
 // `run`, each timed by events on every stream; a round counts its slowest stream. Returns the
 // median round's microseconds per call.
