@@ -271,38 +271,42 @@ rows host_overhead(cohort::device_ref d0) {
   cohort::device_group pair = cohort::device_group::emulated(d0, 2);
   const cudaStream_t raw_pair[2] = {pair.stream(0).native_handle(), pair.stream(1).native_handle()};
   auto pair_sync = [&] { pair.synchronize(); };
-  const std::vector<std::pair<std::string, std::function<void()>>> one_calls = {
-      {"cudaSetDevice + kernel<<<1,1>>> (baseline)",
-       [&] {
-         cudaSetDevice(0);
-         nothing_kernel<<<1, 1, 0, raw>>>();
-       }},
-      {"cohort::launch of the same kernel",
-       [&] { cohort::launch(one.stream(0), {}, nothing_kernel); }},
-      {"cohort::for_each_n", [&] { cohort::for_each_n(one.stream(0), 1, nothing{}); }},
-      {"cohort::multi_device_for_each over indices, group of 1",
-       [&] { cohort::multi_device_for_each(one, cohort::indices(1), nothing{}); }}};
-  const std::vector<std::pair<std::string, std::function<void()>>> pair_calls = {
-      {"cudaSetDevice + kernel<<<1,1>>> on each of 2 streams (baseline)",
-       [&] {
-         for (cudaStream_t member : raw_pair) {
-           cudaSetDevice(0);
-           nothing_kernel<<<1, 1, 0, member>>>();
-         }
-       }},
-      {"cohort::multi_device_for_each over indices, emulated pair",
-       [&] { cohort::multi_device_for_each(pair, cohort::indices(2), nothing{}); }}};
-  std::vector<std::pair<std::function<void()>, std::function<void()>>> timed;
-  for (const auto& [name, call] : one_calls)
-    timed.emplace_back(call, group_sync);
-  for (const auto& [name, call] : pair_calls)
-    timed.emplace_back(call, pair_sync);
-  const std::vector<double> us = bench::host_us_per_call_in_turns(timed);
   rows r;
-  for (const auto& [name, call] : one_calls)
-    r.emplace_back(name, us[r.size()]);
-  for (const auto& [name, call] : pair_calls)
-    r.emplace_back(name, us[r.size()]);
+  std::vector<std::pair<std::function<void()>, std::function<void()>>> timed;
+  auto version = [&](std::string name, std::function<void()> call, std::function<void()> sync) {
+    r.emplace_back(std::move(name), 0.0);
+    timed.emplace_back(std::move(call), std::move(sync));
+  };
+  version(
+      "cudaSetDevice + kernel<<<1,1>>> (baseline)",
+      [&] {
+        cudaSetDevice(0);
+        nothing_kernel<<<1, 1, 0, raw>>>();
+      },
+      group_sync);
+  version(
+      "cohort::launch of the same kernel",
+      [&] { cohort::launch(one.stream(0), {}, nothing_kernel); }, group_sync);
+  version(
+      "cohort::for_each_n", [&] { cohort::for_each_n(one.stream(0), 1, nothing{}); }, group_sync);
+  version(
+      "cohort::multi_device_for_each over indices, group of 1",
+      [&] { cohort::multi_device_for_each(one, cohort::indices(1), nothing{}); }, group_sync);
+  version(
+      "cudaSetDevice + kernel<<<1,1>>> on each of 2 streams (baseline)",
+      [&] {
+        for (cudaStream_t member : raw_pair) {
+          cudaSetDevice(0);
+          nothing_kernel<<<1, 1, 0, member>>>();
+        }
+      },
+      pair_sync);
+  version(
+      "cohort::multi_device_for_each over indices, emulated pair",
+      [&] { cohort::multi_device_for_each(pair, cohort::indices(2), nothing{}); }, pair_sync);
+  const std::vector<double> us = bench::host_us_per_call_in_turns(timed);
+  for (std::size_t k = 0; k < r.size(); ++k)
+    r[k].second = us[k];
   return r;
 }
 

@@ -54,27 +54,8 @@ inline std::pair<double, double> paired_time_ms(cohort::stream_ref origin,
   return {median(ta), median(tb)};
 }
 
-// Median host microseconds per call of `call`, over `calls` back-to-back calls, synchronizing by
-// `sync` every `batch` calls so queues never fill.
-inline double host_us_per_call(const std::function<void()>& call, const std::function<void()>& sync,
-                               int calls = 20000, int batch = 1000) {
-  for (int i = 0; i < batch; ++i)
-    call();
-  sync();
-  std::vector<double> per;
-  for (int done = 0; done < calls; done += batch) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < batch; ++i)
-      call();
-    const auto t1 = std::chrono::steady_clock::now();
-    sync();
-    per.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / batch);
-  }
-  return median(per);
-}
-
-// Median host microseconds per call of each of `calls` (each a call and its sync, as
-// host_us_per_call takes them), measured in turns: each round times a batch of every one in
+// Median host microseconds per call of each of `calls` (each a call, and the sync that ends its
+// batches so queues never fill), measured in turns: each round times a batch of every one in
 // order, so that what drifts during a run (clocks, the host's other work) falls on all alike.
 inline std::vector<double> host_us_per_call_in_turns(
     const std::vector<std::pair<std::function<void()>, std::function<void()>>>& calls,
@@ -95,6 +76,13 @@ inline std::vector<double> host_us_per_call_in_turns(
   for (auto& v : per)
     us.push_back(median(std::move(v)));
   return us;
+}
+
+// Median host microseconds per call of `call`, over `calls` back-to-back calls, synchronizing by
+// `sync` every `batch` calls so queues never fill.
+inline double host_us_per_call(const std::function<void()>& call, const std::function<void()>& sync,
+                               int calls = 20000, int batch = 1000) {
+  return host_us_per_call_in_turns({{call, sync}}, calls / batch, batch)[0];
 }
 
 // nccl-tests' method over streams: 5 warm-ups, then 5 rounds of `iters` back-to-back calls of

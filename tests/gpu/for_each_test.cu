@@ -66,7 +66,7 @@ bool same(const T& a, const T& b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 
-// With an index kernel's tile of 512 (a whole one, one and a part) and primes.
+// With an index kernel's tile of 512 (one whole tile; two and one index) and primes.
 const std::size_t sizes[] = {0, 1, 2, 3, 5, 512, 1025, 7919, 1000003};
 
 } // namespace
@@ -321,9 +321,9 @@ TEST_CASE("multi_device_for_each over indices(n) reaches indices past 2^31 [seri
 // A launch's blocks are counted in 32 bits: CUB's DeviceFor::Bulk visited only the first 512
 // indices past 2^41 and reported success, and from about 2^40 per member its launch failed.
 // cohort's index kernel takes pieces of 2^38. Probes at the edges of those pieces and past 2^41
-// count their visits: each must be one. Two
-// trillion cheap calls a form, seconds on an H200 with the GPU to itself ([serial]); a load case,
-// which the sanitizers leave out. `probes` has a call operator that is not const, as CUB allows.
+// count their visits: each must be one. Two trillion cheap calls a form, seconds on an H200 with
+// the GPU to itself ([serial]); a load case, which the sanitizers leave out. `probes` has a call
+// operator that is not const, as CUB allows.
 namespace {
 struct probes {
   static constexpr int count = 8;
