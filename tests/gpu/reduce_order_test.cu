@@ -168,7 +168,8 @@ TEST_CASE("in-order reductions of wide values take every item once, in order") {
     }
 }
 
-TEST_CASE("an in-order kernel given more blocks than steps leaves the blocks past them empty") {
+TEST_CASE("an in-order kernel given more blocks than steps leaves the blocks past them empty, "
+          "and its last block folds the slots and sets the count back to zero") {
   COHORT_SKIP_UNLESS_GPUS(1);
   using cohort::detail::maybe;
   using slot = maybe<affine>;
@@ -185,28 +186,34 @@ TEST_CASE("an in-order kernel given more blocks than steps leaves the blocks pas
   cohort::device_buffer<affine> input(n, stream);
   input.copy_from_host(lifted);
   cohort::device_buffer<slot> partials(blocks, stream);
-  partials.fill_bytes(0xff); // every slot says it has a value until a block writes it
+  cohort::device_buffer<unsigned> arrivals(1, stream);
+  arrivals.fill_bytes(0);
   cohort::device_buffer<affine> result(1, stream);
-  result.fill_bytes(0xff);
-  using into_partials = cohort::detail::into_partials<affine>;
   using into_result = cohort::detail::into_result<affine, compose>;
-  cohort::launch(stream, {.grid = blocks, .block = cohort::detail::reduce_block_threads},
-                 cohort::detail::reduce_kernel<affine, const affine*, cohort::detail::identity,
-                                               compose, into_partials>,
-                 static_cast<const affine*>(input.data()), n, cohort::detail::identity{}, compose{},
-                 into_partials{partials.data()});
-  cohort::launch(stream, {.grid = 1, .block = cohort::detail::reduce_block_threads},
-                 cohort::detail::fold_partials<affine, compose, into_result>,
-                 static_cast<const slot*>(partials.data()), blocks, compose{},
-                 into_result{init, compose{}, result.data()});
-  std::vector<slot> slots(blocks);
-  partials.copy_to_host(slots);
-  std::vector<affine> got(1);
-  result.copy_to_host(got);
-  stream.synchronize();
-  for (unsigned b = 0; b < blocks; ++b) {
-    CAPTURE(b);
-    CHECK(slots[b].has() == (b < 3));
+  using out = cohort::detail::via_slots<affine, into_result>;
+  // Twice: the last block must set the count back to zero for the second launch to fold at all.
+  for (int launch = 0; launch < 2; ++launch) {
+    CAPTURE(launch);
+    partials.fill_bytes(0xff); // every slot says it has a value until a block writes it
+    result.fill_bytes(0xff);
+    cohort::launch(
+        stream, {.grid = blocks, .block = cohort::detail::reduce_block_threads},
+        cohort::detail::reduce_kernel<affine, const affine*, cohort::detail::identity, compose,
+                                      out>,
+        static_cast<const affine*>(input.data()), n, cohort::detail::identity{}, compose{},
+        out{partials.data(), arrivals.data(), into_result{init, compose{}, result.data()}});
+    std::vector<slot> slots(blocks);
+    partials.copy_to_host(slots);
+    std::vector<affine> got(1);
+    result.copy_to_host(got);
+    std::vector<unsigned> count(1, 1);
+    arrivals.copy_to_host(count);
+    stream.synchronize();
+    for (unsigned b = 0; b < blocks; ++b) {
+      CAPTURE(b);
+      CHECK(slots[b].has() == (b < 3));
+    }
+    check_same(got[0], fold_on_host(items));
+    CHECK(count[0] == 0);
   }
-  check_same(got[0], fold_on_host(items));
 }

@@ -124,7 +124,10 @@ class device_result {
           [&](std::size_t bytes) {
             return bytes <= cub_storage_.size() ? cub_storage_.data() : nullptr;
           },
-          [&](std::size_t) { return scratch_.member(0) + 1; }, function);
+          [&](std::size_t) {
+            return detail::partial_slots<T>{scratch_.member(0) + 1, scratch_.arrivals(0)};
+          },
+          function);
       return;
     }
     try {

@@ -1,14 +1,13 @@
 // cohort/algorithms/detail/reduce_kernels.cuh — the kernels of the reductions over a group: each
-// member folds its items in order (reduce_in_order), then member 0 folds the members' results in
-// rank order with `init` (combine_members); a group of one folds `init` in as its last block
-// writes the result. `maybe<T>` lets a part with no items say so, so that no identity element is
-// needed and `init` counts once.
+// member folds its items in order in one kernel (reduce_in_order, whose last block to finish folds
+// the blocks' results), then member 0 folds the members' results in rank order with `init`
+// (combine_members); a group of one folds `init` in as it writes the result.
 #pragma once
 
-#include "../../detail/narrow_floats.cuh"
+#include "reduce_values.cuh"
 
-#include <cub/block/block_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>
+#include <cuda/atomic>
 
 #include <cstddef>
 #include <cstdint>
@@ -16,61 +15,6 @@
 #include <type_traits>
 
 namespace cohort::detail {
-
-// A value, or nothing: lets each member reduce without `init`, so `init` counts exactly once,
-// and lets a partial tile reduce without an identity element. The flag fills the rest of the
-// struct, so that a maybe has no padding: padding never written is what compute-sanitizer's
-// initcheck reports when a maybe is copied.
-template <class T>
-struct maybe {
-  T value;
-  unsigned char flag[alignof(T)]; // all bytes 1 or all 0
-
-  __host__ __device__ bool has() const { return flag[0] != 0; }
-  __host__ __device__ static maybe of(T v) { return with(v, 1); }
-  __host__ __device__ static maybe none() { return with(T{}, 0); }
-
- private:
-  __host__ __device__ static maybe with(T v, unsigned char f) {
-    maybe m;
-    m.value = v;
-    for (unsigned i = 0; i < alignof(T); ++i)
-      m.flag[i] = f;
-    return m;
-  }
-};
-
-// `op` with "nothing" as the identity on both sides: associative whenever `op` is, and the
-// left operand always comes first.
-template <class T, class Op>
-struct combine_maybe {
-  Op op;
-  __device__ maybe<T> operator()(const maybe<T>& a, const maybe<T>& b) const {
-    if (!a.has()) return b;
-    if (!b.has()) return a;
-    return maybe<T>::of(convert<T>(op(a.value, b.value)));
-  }
-};
-
-struct identity {
-  template <class U>
-  __device__ const U& operator()(const U& x) const {
-    return x;
-  }
-};
-
-template <class T>
-void require_value_type() {
-  static_assert(std::is_trivially_copyable_v<T>,
-                "cohort reductions need a trivially copyable value type.");
-  static_assert(std::is_default_constructible_v<T>,
-                "cohort reductions need a default-constructible value type.");
-  static_assert(sizeof(maybe<T>) == sizeof(T) + alignof(T), "a maybe<T> must have no padding");
-  // Each block keeps one partial result per warp in static shared memory (48 KiB at most).
-  static_assert(sizeof(T) <= 4096,
-                "cohort's reductions take values of at most 4 KiB (a block keeps one per warp in "
-                "shared memory): reduce a wider value in parts.");
-}
 
 inline constexpr int reduce_block_threads = 256;
 inline constexpr int reduce_block_warps = reduce_block_threads / 32;
@@ -138,15 +82,16 @@ __device__ void load_lane(Input at, U (&items)[N], bool aligned) {
     items[j] = at[j];
 }
 
-// Where a block's result goes: its partial slot (out[blockIdx.x]), for a later step to fold...
+// Where the result of the block that folds all of a member's items goes: the member's slot, for
+// member 0 to gather...
 template <class T>
-struct into_partials {
-  maybe<T>* out;
-  __device__ void operator()(const maybe<T>& block) const { out[blockIdx.x] = block; }
+struct into_slot {
+  maybe<T>* slot;
+  __device__ void operator()(const maybe<T>& all) const { *slot = all; }
 };
 
-// ...or, from the one block that folds all a group of one has, op(init, it) as the result itself
-// (device memory, or a pinned host slot), `init` alone where there are no items.
+// ...or, for a group of one, op(init, it) as the result itself (device memory, or a pinned host
+// slot), `init` alone where there are no items.
 template <class T, class Op>
 struct into_result {
   T init;
@@ -157,15 +102,33 @@ struct into_result {
   }
 };
 
+// Where several blocks share a member's items: each leaves its result in its slot (slots[block]),
+// and the last to finish folds the slots, in order, into `last`. `arrivals` counts the blocks
+// done; it is zero when the kernel starts, and the last block sets it back to zero. One kernel,
+// not a second one for the fold: a launch less (of host time, and of a gap on the device) where a
+// member's items take a few microseconds.
+template <class T, class Last>
+struct via_slots {
+  maybe<T>* slots;
+  unsigned* arrivals;
+  Last last;
+};
+
+template <class Out>
+inline constexpr bool is_via_slots = false;
+template <class T, class Last>
+inline constexpr bool is_via_slots<via_slots<T, Last>> = true;
+
 // Reduces items [0, count) of `input` in order, values transform(item) of type V folded with `op`.
 // Block b takes steps [block_first_step(b), block_first_step(b + 1)) of reduce_step_tiles tiles
 // each; in a step warp w folds the w-th run of reduce_warp_tiles tiles. A
 // warp loads Loads tiles at once, then for each tile in turn each lane folds its consecutive items,
 // cub::WarpReduce (which keeps lane order) folds the lanes, and lane 0 folds the tiles in order;
-// thread 0 then folds the step's warps in order into the block's result, which goes to `out`
-// (into_partials or into_result). Whole steps take the plain path; only the input's last, partial
-// step pays for maybe<V> (a warp may have nothing, a tile may be partial). plan_reduce launches
-// at most as many blocks as steps; a block past them would have none, and gives `out` none.
+// thread 0 then folds the step's warps in order into the block's result. One block gives it to
+// `out` (into_slot or into_result); several leave it in `out`'s slots (via_slots), for the last
+// of them to fold. Whole steps take the plain path; only the input's last, partial step pays for
+// maybe<V> (a warp may have nothing, a tile may be partial). plan_reduce launches at most as many
+// blocks as steps; a block past them would have none, and gives its slot none.
 template <class V, int Loads, int MinBlocks, class Input, class Transform, class Op, class Out>
 __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
     reduce_in_order(Input input, std::size_t count, Transform transform, Op op, Out out) {
@@ -280,37 +243,49 @@ __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
       for (int w = 0; w < reduce_block_warps; ++w)
         block = combine(block, results[w]);
   }
-  if (threadIdx.x == 0) out(block);
+  if constexpr (is_via_slots<Out>) {
+    __shared__ bool last;
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> arrivals(*out.arrivals);
+    if (threadIdx.x == 0) {
+      out.slots[blockIdx.x] = block;
+      // Release: this slot is written before the count says so.
+      last = arrivals.fetch_add(1, cuda::memory_order_acq_rel) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    // Each thread acquires the count for itself, so that the slots it reads are those written.
+    (void)arrivals.load(cuda::memory_order_acquire);
+    // Warp w folds the w-th run of the slots, lane l the l-th part of that, all in order.
+    const unsigned blocks = gridDim.x;
+    const unsigned warp_run = (blocks + reduce_block_warps - 1) / reduce_block_warps;
+    const unsigned lane_run = (warp_run + 31) / 32;
+    const unsigned warp_end = ::min(blocks, (warp + 1) * warp_run);
+    const unsigned first = ::min(warp_end, warp * warp_run + lane * lane_run);
+    const unsigned past_mine = ::min(warp_end, first + lane_run);
+    maybe<V> mine = maybe<V>::none();
+    for (unsigned i = first; i < past_mine; ++i)
+      mine = combine(mine, out.slots[i]);
+    const maybe<V> warp_all = reduce_partial(partial_storage[warp]).Reduce(mine, combine);
+    maybe<V>* const results = reinterpret_cast<maybe<V>*>(result_bytes);
+    if (lane == 0) results[warp] = warp_all; // thread 0 read its last results before `last`
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      maybe<V> all = results[0];
+      for (int w = 1; w < reduce_block_warps; ++w)
+        all = combine(all, results[w]);
+      arrivals.store(0, cuda::memory_order_relaxed); // every thread has read it: for the next call
+      out.last(all);
+    }
+  } else if (threadIdx.x == 0) {
+    out(block);
+  }
 }
 
-// The first step's kernel for values of type V read from an Input.
+// The kernel for values of type V read from an Input.
 template <class V, class Input, class Transform, class Op, class Out>
 inline constexpr auto reduce_kernel =
     reduce_in_order<V, reduce_tiles_per_load<Input, V>, reduce_min_blocks<V>, Input, Transform, Op,
                     Out>;
-
-// The second step: one block folds the first step's `count` partial slots, in order, and gives
-// the result to `out`. Thread t folds its contiguous run of slots in order, then one
-// cub::BlockReduce (whose default algorithm keeps thread order) folds the runs. With a
-// BlockReduce for each chunk of 256 slots, 2^21 to 2^24 doubles ran at 0.60-0.90x of CUB on an
-// H100 where this runs at 0.72-0.98x (both at 8 blocks an SM).
-template <class T, class Op, class Out>
-__global__ void __launch_bounds__(reduce_block_threads)
-    fold_partials(const maybe<T>* partials, unsigned count, Op op, Out out) {
-  using reduce_block = cub::BlockReduce<maybe<T>, reduce_block_threads>;
-  static_assert(sizeof(typename reduce_block::TempStorage) + sizeof(maybe<T>) <= 48 * 1024,
-                "a value too wide for one block's shared memory");
-  __shared__ typename reduce_block::TempStorage storage;
-  const combine_maybe<T, Op> combine{op};
-  const std::size_t run = (std::size_t{count} + reduce_block_threads - 1) / reduce_block_threads;
-  const std::size_t begin = threadIdx.x * run < count ? threadIdx.x * run : count;
-  const std::size_t end = count - begin < run ? count : begin + run;
-  maybe<T> mine = maybe<T>::none();
-  for (std::size_t i = begin; i < end; ++i)
-    mine = combine(mine, partials[i]);
-  const maybe<T> all = reduce_block(storage).Reduce(mine, combine);
-  if (threadIdx.x == 0) out(all);
-}
 
 // `value` into `result` (device memory, or a pinned host slot): a group of one's reduction of no
 // items, whose result is `init`.

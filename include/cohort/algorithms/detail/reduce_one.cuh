@@ -2,7 +2,7 @@
 // folded straight into the result (a pinned host slot, or a device_result's value) on its stream,
 // with nothing gathered, copied or waited for. CUB's DeviceReduce where the result is the same in
 // any order (reduce_cub.cuh), which is then what cub::DeviceReduce costs; else cohort's in-order
-// kernel, whose last block folds `init` in as it writes the result.
+// kernel, one launch, whose last block folds `init` in as it writes the result.
 #pragma once
 
 #include "../../devices/scoped_device.cuh"
@@ -29,11 +29,19 @@ const void* size_key() {
   return &key;
 }
 
+// Where the in-order kernel's blocks leave their results, one slot each, and the count of them done
+// (zero between calls).
+template <class T>
+struct partial_slots {
+  maybe<T>* slots = nullptr;
+  unsigned* arrivals = nullptr;
+};
+
 // Enqueues on member 0's stream the reduction of what `source` reads into `result`. The memory it
 // works in is asked for before anything is enqueued, and only one of the two per call:
 // `cub_storage(bytes)` gives CUB's temporary storage, or null where it has none that large (a
 // captured device_result's fixed memory: the in-order kernel runs instead); `partials(n)` gives
-// n partial slots for the in-order kernel.
+// the in-order kernel's partial_slots<T>, n slots.
 template <class T, class Op, class Transform, class Source, class CubStorage, class Partials>
 void enqueue_reduce_one(const device_group& group, const Source& source, T init, Op op,
                         Transform transform, T* result, CubStorage cub_storage, Partials partials,
@@ -50,29 +58,31 @@ void enqueue_reduce_one(const device_group& group, const Source& source, T init,
 
   constexpr any_order_reduction kind = any_order_reduction_of<T, Op>();
   if constexpr (kind != any_order_reduction::none) {
-    auto cub = [&](void* temp, std::size_t& bytes) {
-      return reduce_in_any_order<T, kind>(temp, bytes, input, count, transform, init, result,
-                                          stream.native_handle());
-    };
-    member_cache& cache = group_memory_access::cache(group, 0);
-    std::size_t bytes = cache.remembered_bytes(size_key<Input, T, Op, Transform>(), count, [&] {
-      std::size_t asked = 0;
-      check_cub_reduce(cub(nullptr, asked), function, true, device);
-      return asked;
-    });
-    if (void* temp = cub_storage(bytes)) {
-      // CUB reports the thread's recorded error as its launch's: one left by an earlier call
-      // is reported as that, before anything is enqueued.
-      refuse_recorded_error(function, device);
-      if (balancer != nullptr) balancer->start(0, stream);
-      check_cub_reduce(cub(temp, bytes), function, false, device);
-      if (balancer != nullptr) balancer->stop(0, stream);
-      return;
+    {
+      auto cub = [&](void* temp, std::size_t& bytes) {
+        return reduce_in_any_order<T, kind>(temp, bytes, input, count, transform, init, result,
+                                            stream.native_handle());
+      };
+      member_cache& cache = group_memory_access::cache(group, 0);
+      std::size_t bytes = cache.remembered_bytes(size_key<Input, T, Op, Transform>(), count, [&] {
+        std::size_t asked = 0;
+        check_cub_reduce(cub(nullptr, asked), function, true, device);
+        return asked;
+      });
+      if (void* temp = cub_storage(bytes)) {
+        // CUB reports the thread's recorded error as its launch's: one left by an earlier call
+        // is reported as that, before anything is enqueued.
+        refuse_recorded_error(function, device);
+        if (balancer != nullptr) balancer->start(0, stream);
+        check_cub_reduce(cub(temp, bytes), function, false, device);
+        if (balancer != nullptr) balancer->stop(0, stream);
+        return;
+      }
     }
   }
 
   const unsigned blocks = plan_reduce<U>(count, reduce_max_blocks(group, 0));
-  slot* const slots = blocks > 1 ? partials(blocks) : nullptr;
+  const partial_slots<T> slots = blocks > 1 ? partials(blocks) : partial_slots<T>{};
   if (balancer != nullptr) balancer->start(0, stream);
   const launch_config config{.grid = std::max(1u, blocks),
                              .block = reduce_block_threads,
@@ -84,17 +94,14 @@ void enqueue_reduce_one(const device_group& group, const Source& source, T init,
     launch(stream, config, reduce_kernel<T, Input, Transform, Op, into_result<T, Op>>, input, count,
            transform, op, into);
   } else {
-    // A T with padding has bytes the kernels never write: zeroed, so that the second step's
+    // A T with padding has bytes the kernels never write: zeroed, so that the last block's
     // copies of the slots read only written bytes (what compute-sanitizer's initcheck checks).
     if constexpr (!std::is_arithmetic_v<T> && !std::has_unique_object_representations_v<T>)
-      check_cuda(cudaMemsetAsync(slots, 0, blocks * sizeof(slot), stream.native_handle()),
+      check_cuda(cudaMemsetAsync(slots.slots, 0, blocks * sizeof(slot), stream.native_handle()),
                  "cudaMemsetAsync (reduction partials)", device);
-    launch(stream, config, reduce_kernel<T, Input, Transform, Op, into_partials<T>>, input, count,
-           transform, op, into_partials<T>{slots});
-    launch(stream,
-           {.grid = 1, .block = reduce_block_threads, .name = "cohort::detail::fold_partials"},
-           fold_partials<T, Op, into_result<T, Op>>, static_cast<const slot*>(slots), blocks, op,
-           into);
+    using out = via_slots<T, into_result<T, Op>>;
+    launch(stream, config, reduce_kernel<T, Input, Transform, Op, out>, input, count, transform, op,
+           out{slots.slots, slots.arrivals, into});
   }
   if (balancer != nullptr) balancer->stop(0, stream);
 }

@@ -18,6 +18,7 @@
 #include "../../memory/device_buffer.cuh"
 #include "../../streams/event.cuh"
 #include "reduce_kernels.cuh"
+#include "scratch.cuh"
 
 #include <thrust/iterator/counting_iterator.h>
 
@@ -94,31 +95,35 @@ unsigned plan_reduce(std::size_t count, unsigned max_blocks) {
   return static_cast<unsigned>(std::clamp<std::size_t>(steps, 1, std::max(1u, max_blocks)));
 }
 
-// The most blocks a member's first step launches: the partial slots its scratch holds.
+// The most blocks a member's kernel launches: the partial slots its scratch holds.
 inline unsigned reduce_max_blocks(const device_group& group, std::size_t rank) {
   return std::max(1u, group.sm_count(rank)) * reduce_blocks_per_sm;
 }
 
-// Member k's scratch: slot 0 its result, then one slot per block of its first step.
+// Member k's slots: slot 0 its result, then one per block of its kernel.
 template <class T>
 std::size_t reduce_scratch_bytes(unsigned blocks) {
   return (1 + static_cast<std::size_t>(blocks)) * sizeof(maybe<T>);
 }
 
 // Where a reduction over several members works and what it records: member 0's gathered slots
-// (one per member), member k's slots (its result, then capacity[k] partials, one per block of its
-// first step), the event that says the gathered slots are cleared, and each member's done.
+// (one per member), member k's slots (its result, then capacity[k], one per block of its kernel)
+// and the count its blocks share (zero between calls), the event that says the gathered slots are
+// cleared, and each member's done.
 template <class T>
 struct reduce_memory {
   maybe<T>* gathered = nullptr;
   std::vector<maybe<T>*> member;
+  std::vector<unsigned*> arrivals;
   std::vector<unsigned> capacity;
   std::vector<event_ref> events; // [0] gathered slots cleared (member 0), [1 + k] member k done
 };
 
 // Device memory a device_result's reductions use, made with it: member 0's gathered results and
-// each member's slots. Everything is allocated here, before any reduction enqueues a copy, so that
-// running out of memory on any member leaves nothing queued that writes to it.
+// each member's slots, then its count of blocks done (zeroed here). Everything is allocated here,
+// before any reduction enqueues a copy, so that running out of memory on any member leaves nothing
+// queued that writes to it. Its own count, not the group's: a graph that holds a reduction into
+// the result may replay on another stream than the group's calls.
 template <class T>
 struct reduce_scratch {
   std::vector<device_buffer<unsigned char>> buffers; // [0] gathered on member 0, [1 + k] member k
@@ -132,11 +137,20 @@ struct reduce_scratch {
     buffers.reserve(group.size() + 1);
     buffers.push_back(allocate_scratch(group.size() * sizeof(maybe<T>), group.stream(0),
                                        default_memory_resource(), function));
-    for (std::size_t k = 0; k < group.size(); ++k)
-      buffers.push_back(allocate_scratch(blocks[k] == 0 ? 0 : reduce_scratch_bytes<T>(blocks[k]),
-                                         group.stream(k), default_memory_resource(), function));
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      const std::size_t bytes =
+          blocks[k] == 0 ? 0 : align_up(reduce_scratch_bytes<T>(blocks[k])) + sizeof(unsigned);
+      buffers.push_back(
+          allocate_scratch(bytes, group.stream(k), default_memory_resource(), function));
+      buffers.back().fill_bytes(0);
+    }
   }
   maybe<T>* member(std::size_t k) { return reinterpret_cast<maybe<T>*>(buffers[1 + k].data()); }
+  unsigned* arrivals(std::size_t k) {
+    if (capacity[k] == 0) return nullptr;
+    return reinterpret_cast<unsigned*>(buffers[1 + k].data() +
+                                       align_up(reduce_scratch_bytes<T>(capacity[k])));
+  }
 };
 
 // The events a device_result's reductions record (reduce_memory::events).
@@ -155,9 +169,11 @@ struct reduce_events {
 template <class T>
 reduce_memory<T> memory_of(reduce_scratch<T>& scratch, const reduce_events& events) {
   reduce_memory<T> memory{
-      reinterpret_cast<maybe<T>*>(scratch.buffers[0].data()), {}, scratch.capacity, {}};
-  for (std::size_t k = 0; k + 1 < scratch.buffers.size(); ++k)
+      reinterpret_cast<maybe<T>*>(scratch.buffers[0].data()), {}, {}, scratch.capacity, {}};
+  for (std::size_t k = 0; k + 1 < scratch.buffers.size(); ++k) {
     memory.member.push_back(scratch.member(k));
+    memory.arrivals.push_back(scratch.arrivals(k));
+  }
   memory.events.assign(events.all.begin(), events.all.end());
   return memory;
 }
@@ -213,15 +229,15 @@ void enqueue_reduce(const device_group& group, const Source& source, T init, Op 
             "cudaMemsetAsync (reduction partials)", m.device.get());
       const launch_config config{
           .grid = blocks, .block = reduce_block_threads, .name = "cohort::detail::reduce_in_order"};
-      // One block writes the member's result; several write one partial each, which one more
-      // block then folds, in order, into the result.
-      launch(m.stream, config, reduce_kernel<T, Input, Transform, Op, into_partials<T>>, input,
-             count, transform, op, into_partials<T>{blocks == 1 ? mine : mine + 1});
-      if (blocks > 1)
-        launch(m.stream,
-               {.grid = 1, .block = reduce_block_threads, .name = "cohort::detail::fold_partials"},
-               fold_partials<T, Op, into_partials<T>>, static_cast<const slot*>(mine + 1), blocks,
-               op, into_partials<T>{mine});
+      // One block writes the member's result; several leave one partial each in the slots after
+      // it, which the last of them folds, in order, into the result.
+      if (blocks == 1)
+        launch(m.stream, config, reduce_kernel<T, Input, Transform, Op, into_slot<T>>, input, count,
+               transform, op, into_slot<T>{mine});
+      else
+        launch(m.stream, config, reduce_kernel<T, Input, Transform, Op, via_slots<T, into_slot<T>>>,
+               input, count, transform, op,
+               via_slots<T, into_slot<T>>{mine + 1, memory.arrivals[m.rank], into_slot<T>{mine}});
     }
     if (source.balancer != nullptr) source.balancer->stop(m.rank, m.stream);
     if (blocks > 0) {

@@ -1,7 +1,8 @@
 // cohort/execution/detail/member_cache.cuh — what a group keeps for its algorithms between calls,
 // per member, so that a call in a loop allocates, creates and asks the driver nothing: scratch that
 // only grows, events each call records again, a pool of events for results that outlive their
-// call (pending values), the sizes CUB asked for, and the member's SM count.
+// call (pending values), the sizes CUB asked for, a count the in-order reduction's blocks share,
+// and the member's SM count.
 //
 // Scratch and events are used in the member's stream order: a call takes its scratch after the
 // work an earlier call enqueued there (and that call's readers on other members' streams made the
@@ -155,6 +156,19 @@ class member_cache {
     return events_[slot];
   }
 
+  // A word of device memory that is zero between calls: the in-order reduction's count of its
+  // blocks done, which its last block sets back to zero. Allocated from the device's pool and
+  // zeroed on `stream` (the member's) at the first use; kept until the group's end.
+  unsigned* arrivals(stream_ref stream, std::string_view function) {
+    if (!arrivals_) {
+      device_buffer<unsigned char> word =
+          allocate_scratch(sizeof(unsigned), stream, default_memory_resource(), function);
+      word.fill_bytes(0); // kept only once zeroed
+      arrivals_.emplace(std::move(word));
+    }
+    return reinterpret_cast<unsigned*>(arrivals_->data());
+  }
+
   // Member 0's only: whether a call enabled peer access among the group's members (a sort on the
   // devices), which stays enabled.
   bool peer_access_enabled() const noexcept { return peer_access_enabled_; }
@@ -218,6 +232,7 @@ class member_cache {
   // [0] from the group's resource (or the scoped one), [1] from the device's pool
   std::array<std::optional<device_buffer<unsigned char>>, 2> scratch_;
   std::vector<cohort::event> events_;
+  std::optional<device_buffer<unsigned char>> arrivals_;
   std::array<known_size, 8> sizes_{};
   std::size_t next_size_ = 0;
   bool peer_access_enabled_ = false;
