@@ -3,7 +3,8 @@
 // for non-commutative operators; buffers, views of the user's memory and index ranges (split
 // evenly, by a partition or by a balancer); the device-result form captured into a graph and
 // replayed; the pending form refused under capture. A group of one (which hands sums and integer
-// minima and maxima to CUB): integer types bit for bit, float, double, half and bfloat16 against
+// minima and maxima of more than 16 MiB to CUB, and of less to its in-order kernel, both sides of
+// that line tested): integer types bit for bit, float, double, half and bfloat16 against
 // double references, float minima and maxima with the in-order fold's signed zero; and a loop of
 // reductions that allocates nothing and makes no event once warm.
 #include "held_stream.cuh"
@@ -959,8 +960,14 @@ TEST_CASE("the device-result form of transform_reduce over indices sums exactly 
 namespace {
 
 // A group of one hands sums, and the minimum and maximum of integers, to cub::DeviceReduce (their
-// result is the in-order fold's in any order); these check both forms against the host's fold.
-const std::size_t one_member_sizes[] = {0, 1, 2, 3, 7919, 1000003, (std::size_t{1} << 20) + 3};
+// result is the in-order fold's in any order) where the items are more than
+// reduce_in_order_up_to_bytes, and to its in-order kernel up to there; these check both forms
+// against the host's fold, on both sides of that line.
+template <class T>
+std::vector<std::size_t> one_member_sizes() {
+  constexpr std::size_t up_to = cohort::detail::reduce_in_order_up_to_bytes / sizeof(T);
+  return {0, 1, 2, 3, 7919, 1000003, up_to, up_to + 3};
+}
 
 // The host's op(init, x[0], ..., x[n-1]), each step's result converted to T as the kernels do.
 template <class T, class Op>
@@ -977,7 +984,7 @@ template <class T>
 void check_one_member_integers(unsigned seed) {
   const cohort::device_group one = cohort::testing::group_of(1);
   cohort::device_result<T> result(one);
-  for (std::size_t n : one_member_sizes) {
+  for (std::size_t n : one_member_sizes<T>()) {
     CAPTURE(n);
     const auto in = cohort::testing::random_values<T>(n, seed + static_cast<unsigned>(n));
     cohort::distributed_buffer<T> x(one, n);
@@ -1013,7 +1020,7 @@ TEST_CASE("a group of one sums integers, and finds their minimum and maximum, ex
 TEST_CASE("a group of one's bool sum is an or, and an int sum into a wider init is exact") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_group one = cohort::testing::group_of(1);
-  for (std::size_t n : one_member_sizes) {
+  for (std::size_t n : one_member_sizes<bool>()) {
     CAPTURE(n);
     // The fold converts each step's sum to bool: an or. All false, then all true.
     cohort::distributed_buffer<bool> flags(one, n);
@@ -1045,7 +1052,7 @@ TEST_CASE("a group of one's float and double sums agree with a double host refer
   const cohort::device_group one = cohort::testing::group_of(1);
   cohort::device_result<float> float_result(one);
   cohort::device_result<double> double_result(one);
-  for (std::size_t n : one_member_sizes) {
+  for (std::size_t n : one_member_sizes<float>()) {
     CAPTURE(n);
     const auto in = cohort::testing::random_values<double>(n, 61 + static_cast<unsigned>(n));
     const std::vector<float> in_f(in.begin(), in.end());
@@ -1076,7 +1083,7 @@ TEST_CASE("a group of one's float and double sums agree with a double host refer
 TEST_CASE("a group of one sums half and bfloat16 elements in float, and takes their maximum") {
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_group one = cohort::testing::group_of(1);
-  for (std::size_t n : one_member_sizes) {
+  for (std::size_t n : one_member_sizes<__half>()) {
     CAPTURE(n);
     // Integers in [-8, 8]: every partial sum is exact in float (below 2^24) in any order.
     const auto ints = cohort::testing::random_values<int>(n, 71 + static_cast<unsigned>(n));
@@ -1117,7 +1124,7 @@ TEST_CASE("a group of one's float minimum and maximum give the in-order fold's s
   COHORT_SKIP_UNLESS_GPUS(1);
   const cohort::device_group one = cohort::testing::group_of(1);
   cohort::device_result<float> result(one);
-  for (std::size_t n : one_member_sizes) {
+  for (std::size_t n : one_member_sizes<float>()) {
     CAPTURE(n);
     // Values in [0.5, 1.5), zeros of both signs mixed in: the minimum is a zero wherever there is
     // one, and which zero depends on the order.
