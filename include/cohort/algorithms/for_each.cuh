@@ -36,7 +36,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <string_view>
 #include <type_traits>
 
 namespace cohort {
