@@ -201,7 +201,7 @@ TEST_CASE("an in-order kernel given more blocks than steps leaves the blocks pas
         cohort::detail::reduce_kernel<affine, const affine*, cohort::detail::identity, compose,
                                       out>,
         static_cast<const affine*>(input.data()), n, cohort::detail::identity{}, compose{},
-        out{partials.data(), arrivals.data(), into_result{init, compose{}, result.data()}});
+        out{{partials.data(), arrivals.data()}, into_result{init, compose{}, result.data()}});
     std::vector<slot> slots(blocks);
     partials.copy_to_host(slots);
     std::vector<affine> got(1);

@@ -125,7 +125,8 @@ class device_result {
             return bytes <= cub_storage_.size() ? cub_storage_.data() : nullptr;
           },
           [&](std::size_t) {
-            return detail::partial_slots<T>{scratch_.member(0) + 1, scratch_.arrivals(0)};
+            const detail::partial_slots<T> mine = scratch_.member(0);
+            return detail::partial_slots<T>{mine.slots + 1, mine.arrivals};
           },
           function);
       return;

@@ -102,15 +102,21 @@ struct into_result {
   }
 };
 
+// Where the blocks that share a member's items leave their results, one slot each, and the count
+// of them done: zero when the kernel starts, and set back to zero by the last.
+template <class T>
+struct partial_slots {
+  maybe<T>* slots = nullptr;
+  unsigned* arrivals = nullptr;
+};
+
 // Where several blocks share a member's items: each leaves its result in its slot (slots[block]),
-// and the last to finish folds the slots, in order, into `last`. `arrivals` counts the blocks
-// done; it is zero when the kernel starts, and the last block sets it back to zero. One kernel,
-// not a second one for the fold: a launch less (of host time, and of a gap on the device) where a
-// member's items take a few microseconds.
+// and the last to finish folds the slots, in order, into `last`. One kernel, not a second one for
+// the fold: a launch less (of host time, and of a gap on the device) where a member's items take a
+// few microseconds.
 template <class T, class Last>
 struct via_slots {
-  maybe<T>* slots;
-  unsigned* arrivals;
+  partial_slots<T> partials;
   Last last;
 };
 
@@ -189,6 +195,16 @@ __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
     for (std::size_t k = 0; k < reduce_warp_tiles; k += Loads)
       fold_tiles(first + k * tile, total, k == 0, std::integral_constant<int, Loads>{});
   };
+  // Each warp's `mine` (lane 0's), folded in warp order onto thread 0's `onto`. Every thread calls
+  // it, after thread 0 has read any results it overwrites.
+  auto fold_warps = [&](const maybe<V>& mine, maybe<V>& onto) {
+    maybe<V>* const results = reinterpret_cast<maybe<V>*>(result_bytes);
+    if (lane == 0) results[warp] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int w = 0; w < reduce_block_warps; ++w)
+        onto = combine(onto, results[w]);
+  };
 
   V total{}; // thread 0's: the block's whole steps, once `any`
   bool any = false;
@@ -235,19 +251,14 @@ __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
       const maybe<V> tail = reduce_partial(partial_storage[warp]).Reduce(items, combine);
       if (lane == 0) mine = combine(mine, tail);
     }
-    maybe<V>* const results = reinterpret_cast<maybe<V>*>(result_bytes);
     if (step > begin) __syncthreads(); // thread 0 has read the results these overwrite
-    if (lane == 0) results[warp] = mine;
-    __syncthreads();
-    if (threadIdx.x == 0)
-      for (int w = 0; w < reduce_block_warps; ++w)
-        block = combine(block, results[w]);
+    fold_warps(mine, block);
   }
   if constexpr (is_via_slots<Out>) {
     __shared__ bool last;
-    cuda::atomic_ref<unsigned, cuda::thread_scope_device> arrivals(*out.arrivals);
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> arrivals(*out.partials.arrivals);
     if (threadIdx.x == 0) {
-      out.slots[blockIdx.x] = block;
+      out.partials.slots[blockIdx.x] = block;
       // Release: this slot is written before the count says so.
       last = arrivals.fetch_add(1, cuda::memory_order_acq_rel) == gridDim.x - 1;
     }
@@ -264,15 +275,11 @@ __global__ void __launch_bounds__(reduce_block_threads, MinBlocks)
     const unsigned past_mine = ::min(warp_end, first + lane_run);
     maybe<V> mine = maybe<V>::none();
     for (unsigned i = first; i < past_mine; ++i)
-      mine = combine(mine, out.slots[i]);
-    const maybe<V> warp_all = reduce_partial(partial_storage[warp]).Reduce(mine, combine);
-    maybe<V>* const results = reinterpret_cast<maybe<V>*>(result_bytes);
-    if (lane == 0) results[warp] = warp_all; // thread 0 read its last results before `last`
-    __syncthreads();
+      mine = combine(mine, out.partials.slots[i]);
+    // Thread 0 read its last results before the barrier that shared `last`.
+    maybe<V> all = maybe<V>::none();
+    fold_warps(reduce_partial(partial_storage[warp]).Reduce(mine, combine), all);
     if (threadIdx.x == 0) {
-      maybe<V> all = results[0];
-      for (int w = 1; w < reduce_block_warps; ++w)
-        all = combine(all, results[w]);
       arrivals.store(0, cuda::memory_order_relaxed); // every thread has read it: for the next call
       out.last(all);
     }

@@ -36,13 +36,38 @@ const void* size_key() {
 // 0.96-0.97x at 2^22 doubles (32 MiB). An index range has nothing to load: CUB's, at any count.
 inline constexpr std::size_t reduce_in_order_up_to_bytes = std::size_t{16} << 20;
 
-// Where the in-order kernel's blocks leave their results, one slot each, and the count of them done
-// (zero between calls).
-template <class T>
-struct partial_slots {
-  maybe<T>* slots = nullptr;
-  unsigned* arrivals = nullptr;
-};
+// CUB's reduction (of kind Kind) of `count` items of `input` into `result` on member 0's stream,
+// where the items are an index range or more than reduce_in_order_up_to_bytes in memory and
+// `cub_storage` has CUB's storage: true where it was enqueued.
+template <any_order_reduction Kind, class T, class Op, class Transform, class Input,
+          class CubStorage>
+bool reduce_one_through_cub(const device_group& group, Input input, std::size_t count, T init,
+                            Transform transform, T* result, CubStorage& cub_storage,
+                            adaptive_balancer* balancer, std::string_view function) {
+  using U = typename std::iterator_traits<Input>::value_type;
+  if (std::is_pointer_v<Input> && count <= reduce_in_order_up_to_bytes / sizeof(U)) return false;
+  const stream_ref stream = group.stream(0);
+  const int device = stream.device().get();
+  auto cub = [&](void* temp, std::size_t& bytes) {
+    return reduce_in_any_order<T, Kind>(temp, bytes, input, count, transform, init, result,
+                                        stream.native_handle());
+  };
+  member_cache& cache = group_memory_access::cache(group, 0);
+  std::size_t bytes = cache.remembered_bytes(size_key<Input, T, Op, Transform>(), count, [&] {
+    std::size_t asked = 0;
+    check_cub_reduce(cub(nullptr, asked), function, true, device);
+    return asked;
+  });
+  void* const temp = cub_storage(bytes);
+  if (temp == nullptr) return false;
+  // CUB reports the thread's recorded error as its launch's: one left by an earlier call is
+  // reported as that, before anything is enqueued.
+  refuse_recorded_error(function, device);
+  if (balancer != nullptr) balancer->start(0, stream);
+  check_cub_reduce(cub(temp, bytes), function, false, device);
+  if (balancer != nullptr) balancer->stop(0, stream);
+  return true;
+}
 
 // Enqueues on member 0's stream the reduction of what `source` reads into `result`. The memory it
 // works in is asked for before anything is enqueued, and only one of the two per call:
@@ -62,31 +87,11 @@ void enqueue_reduce_one(const device_group& group, const Source& source, T init,
   const std::size_t count = source.counts[0];
   adaptive_balancer* const balancer = source.balancer;
   scoped_device on(stream.device()); // CUB sizes and launches for the current device
-
   constexpr any_order_reduction kind = any_order_reduction_of<T, Op>();
-  if constexpr (kind != any_order_reduction::none) {
-    if (!std::is_pointer_v<Input> || count > reduce_in_order_up_to_bytes / sizeof(U)) {
-      auto cub = [&](void* temp, std::size_t& bytes) {
-        return reduce_in_any_order<T, kind>(temp, bytes, input, count, transform, init, result,
-                                            stream.native_handle());
-      };
-      member_cache& cache = group_memory_access::cache(group, 0);
-      std::size_t bytes = cache.remembered_bytes(size_key<Input, T, Op, Transform>(), count, [&] {
-        std::size_t asked = 0;
-        check_cub_reduce(cub(nullptr, asked), function, true, device);
-        return asked;
-      });
-      if (void* temp = cub_storage(bytes)) {
-        // CUB reports the thread's recorded error as its launch's: one left by an earlier call
-        // is reported as that, before anything is enqueued.
-        refuse_recorded_error(function, device);
-        if (balancer != nullptr) balancer->start(0, stream);
-        check_cub_reduce(cub(temp, bytes), function, false, device);
-        if (balancer != nullptr) balancer->stop(0, stream);
-        return;
-      }
-    }
-  }
+  if constexpr (kind != any_order_reduction::none)
+    if (reduce_one_through_cub<kind, T, Op>(group, input, count, init, transform, result,
+                                            cub_storage, balancer, function))
+      return;
 
   const unsigned blocks = plan_reduce<U>(count, reduce_max_blocks(group, 0));
   const partial_slots<T> slots = blocks > 1 ? partials(blocks) : partial_slots<T>{};
@@ -108,7 +113,7 @@ void enqueue_reduce_one(const device_group& group, const Source& source, T init,
                  "cudaMemsetAsync (reduction partials)", device);
     using out = via_slots<T, into_result<T, Op>>;
     launch(stream, config, reduce_kernel<T, Input, Transform, Op, out>, input, count, transform, op,
-           out{slots.slots, slots.arrivals, into});
+           out{slots, into});
   }
   if (balancer != nullptr) balancer->stop(0, stream);
 }

@@ -32,11 +32,8 @@ inline constexpr std::size_t reduce_member_event = 1;
 template <class T, class Source>
 reduce_memory<T> kept_reduce_memory(const device_group& group, const Source& source,
                                     std::string_view function) {
-  reduce_memory<T> memory{nullptr,
-                          std::vector<maybe<T>*>(group.size()),
-                          std::vector<unsigned*>(group.size()),
-                          reduce_blocks(group, source),
-                          {}};
+  reduce_memory<T> memory{
+      nullptr, std::vector<partial_slots<T>>(group.size()), reduce_blocks(group, source), {}};
   const std::size_t gathered = align_up(group.size() * sizeof(maybe<T>));
   for (std::size_t k = 0; k < group.size(); ++k) {
     const unsigned blocks = memory.capacity[k];
@@ -47,9 +44,10 @@ reduce_memory<T> kept_reduce_memory(const device_group& group, const Source& sou
         scratch_source::group_resource, bytes, group.stream(k),
         group_memory_access::scratch_resource(group, k), function);
     if (k == 0) memory.gathered = reinterpret_cast<maybe<T>*>(at), at += gathered;
-    memory.member[k] = reinterpret_cast<maybe<T>*>(at);
+    memory.member[k].slots = reinterpret_cast<maybe<T>*>(at);
     if (blocks > 1)
-      memory.arrivals[k] = group_memory_access::cache(group, k).arrivals(group.stream(k), function);
+      memory.member[k].arrivals =
+          group_memory_access::cache(group, k).arrivals(group.stream(k), function);
   }
   memory.events.push_back(group_memory_access::cache(group, 0).event(reduce_gathered_event));
   for (std::size_t k = 0; k < group.size(); ++k)

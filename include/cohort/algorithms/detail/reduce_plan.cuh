@@ -108,13 +108,12 @@ std::size_t reduce_scratch_bytes(unsigned blocks) {
 
 // Where a reduction over several members works and what it records: member 0's gathered slots
 // (one per member), member k's slots (its result, then capacity[k], one per block of its kernel)
-// and the count its blocks share (zero between calls), the event that says the gathered slots are
-// cleared, and each member's done.
+// with the count its blocks share, the event that says the gathered slots are cleared, and each
+// member's done.
 template <class T>
 struct reduce_memory {
   maybe<T>* gathered = nullptr;
-  std::vector<maybe<T>*> member;
-  std::vector<unsigned*> arrivals;
+  std::vector<partial_slots<T>> member;
   std::vector<unsigned> capacity;
   std::vector<event_ref> events; // [0] gathered slots cleared (member 0), [1 + k] member k done
 };
@@ -145,11 +144,12 @@ struct reduce_scratch {
       buffers.back().fill_bytes(0);
     }
   }
-  maybe<T>* member(std::size_t k) { return reinterpret_cast<maybe<T>*>(buffers[1 + k].data()); }
-  unsigned* arrivals(std::size_t k) {
-    if (capacity[k] == 0) return nullptr;
-    return reinterpret_cast<unsigned*>(buffers[1 + k].data() +
-                                       align_up(reduce_scratch_bytes<T>(capacity[k])));
+  // Member k's slots (its result, then its blocks') and its count.
+  partial_slots<T> member(std::size_t k) {
+    unsigned char* const at = buffers[1 + k].data();
+    if (capacity[k] == 0) return {reinterpret_cast<maybe<T>*>(at), nullptr};
+    return {reinterpret_cast<maybe<T>*>(at),
+            reinterpret_cast<unsigned*>(at + align_up(reduce_scratch_bytes<T>(capacity[k])))};
   }
 };
 
@@ -169,11 +169,9 @@ struct reduce_events {
 template <class T>
 reduce_memory<T> memory_of(reduce_scratch<T>& scratch, const reduce_events& events) {
   reduce_memory<T> memory{
-      reinterpret_cast<maybe<T>*>(scratch.buffers[0].data()), {}, {}, scratch.capacity, {}};
-  for (std::size_t k = 0; k + 1 < scratch.buffers.size(); ++k) {
+      reinterpret_cast<maybe<T>*>(scratch.buffers[0].data()), {}, scratch.capacity, {}};
+  for (std::size_t k = 0; k + 1 < scratch.buffers.size(); ++k)
     memory.member.push_back(scratch.member(k));
-    memory.arrivals.push_back(scratch.arrivals(k));
-  }
   memory.events.assign(events.all.begin(), events.all.end());
   return memory;
 }
@@ -218,7 +216,7 @@ void enqueue_reduce(const device_group& group, const Source& source, T init, Op 
     // A balancer times the member's reading of its part (not its copy to member 0, which waits
     // for member 0's stream): its stop also marks where a later call may move these indices.
     if (source.balancer != nullptr) source.balancer->start(m.rank, m.stream);
-    slot* mine = memory.member[m.rank];
+    slot* const mine = memory.member[m.rank].slots;
     if (blocks > 0) {
       // A T with padding (a user struct such as {float; long long}) has bytes the kernels never
       // write: zero the slots first, so that copying them reads only written bytes (what
@@ -237,7 +235,8 @@ void enqueue_reduce(const device_group& group, const Source& source, T init, Op 
       else
         launch(m.stream, config, reduce_kernel<T, Input, Transform, Op, via_slots<T, into_slot<T>>>,
                input, count, transform, op,
-               via_slots<T, into_slot<T>>{mine + 1, memory.arrivals[m.rank], into_slot<T>{mine}});
+               via_slots<T, into_slot<T>>{{mine + 1, memory.member[m.rank].arrivals},
+                                          into_slot<T>{mine}});
     }
     if (source.balancer != nullptr) source.balancer->stop(m.rank, m.stream);
     if (blocks > 0) {
