@@ -199,10 +199,10 @@ class p2p_clique {
   }
   // What rank `rank`'s kernels are given: the same at every call.
   const detail::p2p::engine& engine_for(std::size_t rank) const { return engines_.at(rank); }
-  // Blocks per rank for `packs` units of work each, within the budget.
-  unsigned blocks_for(std::size_t packs) const noexcept {
-    const std::size_t wanted =
-        (packs + detail::p2p::block_threads - 1) / detail::p2p::block_threads;
+  // Blocks per rank for `packs` units of work each, `per_block` a block, within the budget.
+  unsigned blocks_for(std::size_t packs,
+                      std::size_t per_block = detail::p2p::block_threads) const noexcept {
+    const std::size_t wanted = (packs + per_block - 1) / per_block;
     return static_cast<unsigned>(std::clamp<std::size_t>(wanted, 1, blocks_));
   }
 

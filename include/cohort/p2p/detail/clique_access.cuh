@@ -18,8 +18,9 @@ struct clique_access {
   static const engine& engine_for(const p2p_clique& peers, std::size_t rank) {
     return peers.engine_for(rank);
   }
-  static unsigned blocks_for(const p2p_clique& peers, std::size_t packs) noexcept {
-    return peers.blocks_for(packs);
+  static unsigned blocks_for(const p2p_clique& peers, std::size_t packs,
+                             std::size_t per_block = block_threads) noexcept {
+    return peers.blocks_for(packs, per_block);
   }
   static std::size_t automatic_one_shot_limit(const p2p_clique& peers) noexcept {
     return peers.automatic_one_shot_limit();

@@ -37,8 +37,9 @@ void all_reduce(p2p_clique& peers, const per_rank<const T>& in, const per_rank<T
                 return std::make_tuple(from.of[i], to.of[i], n, engine_arg(peers, i, no_op), r);
               };
               launch_on_every_member<lines_all_reduce<U, Acc, R>>(
-                  peers, clique_access::blocks_for(peers, lines_for(n * sizeof(U))),
-                  "cohort p2p one_shot_all_reduce", args);
+                  peers,
+                  clique_access::blocks_for(peers, lines_for(n * sizeof(U)), line_block_threads),
+                  "cohort p2p one_shot_all_reduce", args, line_block_threads);
               return;
             }
           }

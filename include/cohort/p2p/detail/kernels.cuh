@@ -56,8 +56,11 @@ __global__ void __launch_bounds__(block_threads)
 // then reads its own, every rank's in rank order, as they arrive. No copy into scratch, no barrier,
 // no second read: on an H100 an emulated pair's graph-replayed call took 3.4 us at 8 bytes and 3.8
 // at 8 KiB, where one_shot_all_reduce took 4.0 and 4.3. The halves alternate as one-shot's do.
+// Line i is always the same block's, c % grid for c = i / line_block_threads: every call that
+// reaches line i has a grid past c or the clique's whole budget, so a line's flags come from one
+// block's call numbers, which only grow.
 template <class T, class Acc, class R>
-__global__ void __launch_bounds__(block_threads)
+__global__ void __launch_bounds__(line_block_threads)
     lines_all_reduce(const T* in, T* out, std::size_t count, engine e, R r) {
   static_assert(8 % sizeof(T) == 0, "a line holds whole elements");
   if (e.ranks == 0) return;

@@ -131,11 +131,12 @@ void launch_kernel_on_every_member(p2p_clique& peers, const launch_config& confi
   }
 }
 
-// An engine kernel: `blocks` blocks of block_threads.
+// An engine kernel: `blocks` blocks of `threads`.
 template <auto Kernel, class Args>
-void launch_on_every_member(p2p_clique& peers, unsigned blocks, const char* name, Args&& args) {
-  launch_kernel_on_every_member(peers, {.grid = blocks, .block = block_threads, .name = name},
-                                Kernel, args);
+void launch_on_every_member(p2p_clique& peers, unsigned blocks, const char* name, Args&& args,
+                            unsigned threads = block_threads) {
+  launch_kernel_on_every_member(peers, {.grid = blocks, .block = threads, .name = name}, Kernel,
+                                args);
 }
 
 // The 16-byte-pack variant `Wide` where every pointer allows it (`wide`), else the one-element
