@@ -14,11 +14,19 @@
 // written after its last owner is done with it. Indices that stay with their member are ordered by
 // its stream, as always. So a loop of calls that read-modify-write the same indices needs nothing
 // more; only work the loop enqueues outside these calls still needs the user's own ordering.
+// Work of your own (a kernel per member) is balanced the same way: take the split from
+// next_split, and put each member's part between start and stop on its stream.
 //
 //   cohort::adaptive_balancer balancer(group);
 //   for (int step = 0; step < steps; ++step)
 //     cohort::multi_device_for_each(group, cohort::indices(n, balancer), f);
 //   balancer.weights();   // e.g. {0.25, 0.75}
+//   const cohort::partition split = balancer.next_split(group, n);   // your own work
+//   for (std::size_t m = 0; m < group.size(); ++m) {
+//     balancer.start(m, group.stream(m));
+//     // enqueue split.count(m) items from split.offset(m) on group.stream(m)
+//     balancer.stop(m, group.stream(m));
+//   }
 #pragma once
 
 #include "../partitioning/adaptive_weights.cuh"

@@ -43,6 +43,8 @@
 
 namespace cohort {
 
+class nccl_clique;
+
 class communicator : public communicator_ref {
  public:
   // This process's rank of a `size`-rank communicator identified by `id`, on `device`. Throws
@@ -109,38 +111,6 @@ class communicator : public communicator_ref {
     detail::require_argument(!empty(), "communicator::split", "this",
                              "the communicator was aborted or moved from; make a new one.");
     return std::move(split_together({this}, {color}, {key}, timeout, "ncclCommSplit")[0]);
-  }
-
-  // Splits of ranks driven from this thread, in one NCCL group (for nccl_clique::split): rank i
-  // of `parents` joins colors[i] at keys[i]; the new communicators' calls behave as the parents'.
-  static std::vector<communicator> split_together(const std::vector<const communicator*>& parents,
-                                                  const std::vector<int>& colors,
-                                                  const std::vector<int>& keys,
-                                                  std::chrono::milliseconds timeout,
-                                                  std::string_view what) {
-    const nccl_calls calls = parents[0]->calls_;
-    std::vector<detail::rank_of> ranks;
-    for (const communicator* p : parents)
-      ranks.push_back(detail::rank_info(*p));
-    const auto deadline = detail::deadline_after(timeout);
-    // Blocking children are twins of non-blocking guards made by this split (see with_twins).
-    const auto made = detail::split_together(
-        ranks, colors, keys, detail::nonblocking_config(calls == nccl_calls::blocking), deadline,
-        timeout, what);
-    for (std::size_t i = 0; i < made.size(); ++i) {
-      int rank = 0, size = 0;
-      const ncclResult_t got_rank = ncclCommUserRank(made[i], &rank);
-      const ncclResult_t got_size = ncclCommCount(made[i], &size);
-      if (got_rank != ncclSuccess || got_size != ncclSuccess) {
-        detail::abort_all(made);
-        check_nccl(got_rank != ncclSuccess ? got_rank : got_size, "ncclCommUserRank",
-                   ranks[i].device.get(), ranks[i].rank);
-      }
-      ranks[i] = {made[i], ranks[i].device, rank, size};
-    }
-    return adopt_made(
-        detail::with_twins(made, ranks, calls == nccl_calls::blocking, deadline, timeout, what),
-        ranks, timeout, calls, colors); // a color is a communicator of its own
   }
 
   // How this communicator's calls behave.
@@ -246,6 +216,41 @@ class communicator : public communicator_ref {
   bool empty() const noexcept { return detail::ended(*this); }
 
  private:
+  friend class nccl_clique;
+
+  // Splits of ranks driven from this thread, in one NCCL group (nccl_clique::split: ranks of one
+  // thread split one at a time would each wait for the others): rank i of `parents` joins
+  // colors[i] at keys[i]; the new communicators' calls behave as the parents'.
+  static std::vector<communicator> split_together(const std::vector<const communicator*>& parents,
+                                                  const std::vector<int>& colors,
+                                                  const std::vector<int>& keys,
+                                                  std::chrono::milliseconds timeout,
+                                                  std::string_view what) {
+    const nccl_calls calls = parents[0]->calls_;
+    std::vector<detail::rank_of> ranks;
+    for (const communicator* p : parents)
+      ranks.push_back(detail::rank_info(*p));
+    const auto deadline = detail::deadline_after(timeout);
+    // Blocking children are twins of non-blocking guards made by this split (see with_twins).
+    const auto made = detail::split_together(
+        ranks, colors, keys, detail::nonblocking_config(calls == nccl_calls::blocking), deadline,
+        timeout, what);
+    for (std::size_t i = 0; i < made.size(); ++i) {
+      int rank = 0, size = 0;
+      const ncclResult_t got_rank = ncclCommUserRank(made[i], &rank);
+      const ncclResult_t got_size = ncclCommCount(made[i], &size);
+      if (got_rank != ncclSuccess || got_size != ncclSuccess) {
+        detail::abort_all(made);
+        check_nccl(got_rank != ncclSuccess ? got_rank : got_size, "ncclCommUserRank",
+                   ranks[i].device.get(), ranks[i].rank);
+      }
+      ranks[i] = {made[i], ranks[i].device, rank, size};
+    }
+    return adopt_made(
+        detail::with_twins(made, ranks, calls == nccl_calls::blocking, deadline, timeout, what),
+        ranks, timeout, calls, colors); // a color is a communicator of its own
+  }
+
   communicator(detail::made_rank made, int rank, int size, device_ref device,
                std::chrono::milliseconds timeout, nccl_calls calls,
                std::shared_ptr<detail::communicator_family> family)

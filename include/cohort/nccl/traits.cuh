@@ -1,9 +1,9 @@
 // cohort/nccl/traits.cuh — which element types and operators NCCL can reduce, known
 // at compile time.
 //
-// NCCL reduces its built-in types (integers, half, bfloat16, float, double, and the fp8 types)
-// with sum, prod, min, max and avg. Anything else is rejected when the call is compiled, with a
-// message that says why and where to go instead:
+// NCCL reduces its built-in types (integers, half, bfloat16, float, double, and from NCCL 2.24
+// the fp8 types) with sum, prod, min, max and avg. Anything else is rejected when the call is
+// compiled, with a message that says why and where to go instead:
 //
 //   cohort::all_reduce(comm, stream, data, cohort::sum);          // ncclSum
 //   cohort::all_reduce(comm, stream, data, cuda::std::plus<>{});  // the same

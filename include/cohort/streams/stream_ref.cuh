@@ -53,7 +53,7 @@ class stream_ref {
     int id = 0;
     check_cuda(cudaStreamGetDevice(handle, &id), "cudaStreamGetDevice");
     device_ = device_ref(id);
-#else // compiled everywhere, refused at run time: the rest of cohort needs CUDA 12.0
+#else // compiled everywhere, refused at run time (the rest of cohort needs CUDA 12.8)
     throw std::logic_error("cohort::stream_ref(cudaStream_t): reading a stream's device needs "
                            "CUDA 12.8 or later (cudaStreamGetDevice); pass the device too: "
                            "stream_ref(device_ref{d}, handle).");
