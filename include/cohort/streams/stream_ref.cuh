@@ -49,15 +49,9 @@ class stream_ref {
                                      "is a default stream, which has no device of its own; use "
                                      "stream_ref::legacy_default(device) or "
                                      "stream_ref::per_thread_default(device).");
-#if CUDART_VERSION >= 12080
     int id = 0;
     check_cuda(cudaStreamGetDevice(handle, &id), "cudaStreamGetDevice");
     device_ = device_ref(id);
-#else // compiled everywhere, refused at run time (the rest of cohort needs CUDA 12.8)
-    throw std::logic_error("cohort::stream_ref(cudaStream_t): reading a stream's device needs "
-                           "CUDA 12.8 or later (cudaStreamGetDevice); pass the device too: "
-                           "stream_ref(device_ref{d}, handle).");
-#endif
   }
   // The default streams of `device`, named.
   static stream_ref legacy_default(device_ref device) noexcept {

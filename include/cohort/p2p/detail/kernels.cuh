@@ -54,8 +54,8 @@ __global__ void __launch_bounds__(block_threads)
 // One-shot all-reduce of at most line_bytes a rank, for elements of 1, 2, 4 or 8 bytes: each rank
 // stores its input in lines (lines.cuh) into its slot of every rank's lines of this call's half,
 // then reads its own, every rank's in rank order, as they arrive. No copy into scratch, no barrier,
-// no second read: on an H100 an emulated pair's graph-replayed call took 3.4 us at 8 bytes and 3.8
-// at 8 KiB, where one_shot_all_reduce took 4.0 and 4.3. The halves alternate as one-shot's do.
+// no second read: on an H100 an emulated pair's graph-replayed call takes 3.4-3.5 us from 8 bytes
+// to 8 KiB, where one_shot_all_reduce took 4.0 and 4.3. The halves alternate as one-shot's do.
 // Line i is always the same block's, c % grid for c = i / line_block_threads: every call that
 // reaches line i has a grid past c or the clique's whole budget, so a line's flags come from one
 // block's call numbers, which only grow.
