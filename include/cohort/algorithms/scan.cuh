@@ -55,7 +55,8 @@
 // rounding of the carry at each shard boundary.
 //
 // A group of one runs its CUB scan alone (cub::DeviceScan's inclusive scan, or its exclusive one
-// seeded with init): no total, no carry, so it costs what cub::DeviceScan costs.
+// seeded with init): no total, no carry, so it costs what cub::DeviceScan costs, less the device
+// queries CUB makes on every call (detail/cub_scan.cuh).
 //
 // Memory: besides the output, each member takes three values of T and CUB's temporary storage for
 // a scan of its shard (a few bytes per 1,000 elements), checked before anything is enqueued: a

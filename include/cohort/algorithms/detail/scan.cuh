@@ -13,11 +13,10 @@
 #include "../../execution/device_group.cuh"
 #include "../../execution/launch.cuh"
 #include "../../streams/event.cuh"
+#include "cub_scan.cuh"
 #include "scan_kernels.cuh"
 #include "scan_one.cuh"
 #include "scratch.cuh"
-
-#include <cub/device/device_scan.cuh>
 
 #include <algorithm>
 #include <cstddef>
@@ -79,25 +78,26 @@ void scan_over_members(const device_group& group, InputOf input_of, Out& out, co
   // The CUB calls, for the size queries (temp == nullptr) and for the run.
   auto last_pass = [&](std::size_t k, void* temp, std::size_t& bytes, T* total) {
     const std::ptrdiff_t c = static_cast<std::ptrdiff_t>(split.count(k));
-    return cub::DeviceScan::InclusiveScan(
-        temp, bytes, input_of(k), thrust::make_tabulate_output_iterator(keep_last<T>{total, c - 1}),
-        op, split.count(k), group.stream(k).native_handle());
+    return cub_scan(temp, bytes, input_of(k),
+                    thrust::make_tabulate_output_iterator(keep_last<T>{total, c - 1}), op,
+                    cub::NullType{}, split.count(k), group.stream(k).native_handle(),
+                    group.device(k).get());
   };
   auto scan_pass = [&](std::size_t k, void* temp, std::size_t& bytes, T* carry) {
     T* target = out.shard(k).data.data();
     const cudaStream_t stream = group.stream(k).native_handle();
+    const int device = group.device(k).get();
     if constexpr (Exclusive) {
-      return cub::DeviceScan::ExclusiveScan(temp, bytes, input_of(k), target, op,
-                                            cub::FutureValue<T>(carry), split.count(k), stream);
+      return cub_scan(temp, bytes, input_of(k), target, op, cub::FutureValue<T>(carry),
+                      split.count(k), stream, device);
     } else {
       if (!has_carry[k])
-        return cub::DeviceScan::InclusiveScan(temp, bytes, input_of(k), target, op, split.count(k),
-                                              stream);
+        return cub_scan(temp, bytes, input_of(k), target, op, cub::NullType{}, split.count(k),
+                        stream, device);
       using In = decltype(input_of(k));
       const apply_last_element<T, In, ScanOp> apply{input_of(k), target, op};
-      return cub::DeviceScan::ExclusiveScan(temp, bytes, input_of(k),
-                                            thrust::make_tabulate_output_iterator(apply), op,
-                                            cub::FutureValue<T>(carry), split.count(k), stream);
+      return cub_scan(temp, bytes, input_of(k), thrust::make_tabulate_output_iterator(apply), op,
+                      cub::FutureValue<T>(carry), split.count(k), stream, device);
     }
   };
   auto needs_total = [&](std::size_t k) { return split.count(k) > 0 && k + 1 < members; };

@@ -1,14 +1,14 @@
 // cohort/algorithms/detail/scan_one.cuh — a scan over a group of one: the member's CUB scan of its
 // shard, and nothing else (no total, no carry), in the scratch the member keeps between calls; so
-// it costs what cub::DeviceScan costs. CUB's size query is asked once per kind of call and size.
+// it costs what cub::DeviceScan costs, less the device queries CUB repeats per call (cub_scan.cuh).
+// CUB's size query is asked once per kind of call and size.
 #pragma once
 
 #include "../../devices/scoped_device.cuh"
 #include "../../execution/detail/group_access.cuh"
 #include "../../execution/device_group.cuh"
+#include "cub_scan.cuh"
 #include "scratch.cuh"
-
-#include <cub/device/device_scan.cuh>
 
 #include <cstddef>
 #include <source_location>
@@ -49,10 +49,10 @@ void scan_one_member(const device_group& group, Input input, T* out, std::size_t
   scoped_device on(stream.device()); // CUB sizes and launches for the current device
   auto cub = [&](void* temp, std::size_t& bytes) {
     if constexpr (Exclusive)
-      return cub::DeviceScan::ExclusiveScan(temp, bytes, input, out, op, *init, n,
-                                            stream.native_handle());
+      return cub_scan(temp, bytes, input, out, op, *init, n, stream.native_handle(), device);
     else
-      return cub::DeviceScan::InclusiveScan(temp, bytes, input, out, op, n, stream.native_handle());
+      return cub_scan(temp, bytes, input, out, op, cub::NullType{}, n, stream.native_handle(),
+                      device);
   };
   member_cache& cache = group_memory_access::cache(group, 0);
   std::size_t bytes = cache.remembered_bytes(
