@@ -99,6 +99,43 @@ TEST_CASE_TEMPLATE("multi_device_for_each applies f to every element once", T, f
   }
 }
 
+// Elements of one and two bytes are taken four bytes at a time where a view's shard starts on a
+// multiple of four bytes, one by one elsewhere: views at every offset, the bytes either side kept.
+TEST_CASE_TEMPLATE("multi_device_for_each over views that start at any byte", T, std::uint8_t,
+                   __half, __nv_fp8_e4m3) {
+  COHORT_SKIP_UNLESS_GPUS(1);
+  constexpr std::size_t margin = 4; // elements kept either side of a shard
+  for (std::size_t members : {1u, 2u}) {
+    auto group = cohort::testing::group_of(members);
+    for (std::size_t offset = 0; offset < 4; ++offset)
+      for (std::size_t n :
+           {std::size_t(1), std::size_t(3), std::size_t(4099), std::size_t(65541)}) {
+        CAPTURE(members);
+        CAPTURE(offset);
+        CAPTURE(n);
+        const std::size_t whole = n + 2 * margin; // each member's allocation
+        const std::vector<T> in = inputs<T>(members * whole);
+        cohort::distributed_buffer<T> x(group, members * whole); // `whole` a member
+        x.copy_from_host(in);
+        std::vector<cuda::std::span<T>> spans;
+        for (std::size_t k = 0; k < members; ++k)
+          spans.push_back(x.shard(k).data.subspan(offset + k % 2, n));
+        cohort::multi_device_for_each(group, cohort::distributed_view<T>(group, spans), bump{});
+        std::vector<T> out(members * whole, cohort::testing::poison_value<T>());
+        x.copy_to_host(out);
+        group.synchronize();
+        std::size_t wrong = 0;
+        for (std::size_t k = 0; k < members; ++k)
+          for (std::size_t i = 0; i < whole; ++i) {
+            const std::size_t at = k * whole + i, first = offset + k % 2;
+            const bool inside = i >= first && i < first + n;
+            wrong += !same(out[at], inside ? reference(in[at]) : in[at]);
+          }
+        CHECK(wrong == 0);
+      }
+  }
+}
+
 namespace {
 
 // Reads an element of a const buffer and writes 2v + 1 at its place in another buffer: the shard

@@ -2,7 +2,8 @@
 // over sizes from 0 to past 2^40: a reduction's blocks and their ranges of steps (every item read
 // by one block, ranges in order and even, no block without items, never more blocks than the
 // partial slots, a block for every step while there are slots), and the element form's grid and
-// pieces (every element in one tile of one launch, no launch past CUDA's limit).
+// pieces (every element in one tile of one launch, no launch past CUDA's limit) and its kernel (told
+// the runs are aligned only where they are).
 #include <cohort/algorithms/detail/for_each_kernels.cuh>
 #include <cohort/algorithms/detail/reduce_plan.cuh>
 
@@ -129,4 +130,42 @@ TEST_CASE("the element form's grids cover every element once, each launch within
     double v[3];
   };
   check_element_grids<wide>();
+}
+
+namespace {
+
+struct no_op {
+  template <class T>
+  __device__ void operator()(T&) const {}
+};
+
+// The element form's kernel for a shard from `data + offset` (in elements): told the runs are
+// aligned exactly where the shard starts on a multiple of a run's bytes.
+template <class T>
+bool takes_aligned_kernel(const T* data, std::size_t offset) {
+  return cohort::detail::for_each_elements_at<T, no_op>(data + offset) ==
+         &cohort::detail::for_each_elements<T, true, no_op>;
+}
+
+} // namespace
+
+TEST_CASE("the element form is told runs are aligned only where the shard's first run is") {
+  alignas(16) static unsigned char bytes[64];
+  for (std::size_t offset = 0; offset < 8; ++offset) {
+    CAPTURE(offset);
+    CHECK(takes_aligned_kernel(bytes, offset) == (offset % 4 == 0));
+    CHECK(takes_aligned_kernel(reinterpret_cast<const short*>(bytes), offset) == (offset % 2 == 0));
+  }
+  // Types whose run is their own alignment have one kernel only, whatever the address.
+  static_assert(!cohort::detail::for_each_aligns<float>);
+  static_assert(!cohort::detail::for_each_aligns<double>);
+  struct three {
+    unsigned char v[3];
+  };
+  static_assert(!cohort::detail::for_each_aligns<three>); // a run of 3 bytes: no wider access
+  struct pair {
+    float a, b;
+  };
+  static_assert(cohort::detail::for_each_aligns<pair>); // 8 bytes, aligned to 4
+  static_assert(cohort::detail::for_each_aligns<const unsigned char>);
 }

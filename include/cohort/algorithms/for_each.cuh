@@ -89,7 +89,8 @@ void multi_device_for_each(const device_group& group, Range&& range, F f) {
              {.grid = detail::for_each_grid<element>(count),
               .block = detail::for_each_block,
               .name = "cohort::multi_device_for_each (elements)"},
-             detail::for_each_elements<element, F>, s.data.data() + done, count, f);
+             detail::for_each_elements_at<element, F>(s.data.data() + done), s.data.data() + done,
+             count, f);
     }
   }
 }
