@@ -52,13 +52,9 @@ inline bool has_zero_dimension(dim3 d) noexcept {
 
 inline std::string kernel_name(const launch_config& config, const void* kernel) {
   if (config.name != nullptr) return config.name;
-#if CUDART_VERSION >= 12030 // cudaFuncGetName came with CUDA 12.3
   const char* name = nullptr;
   if (cudaFuncGetName(&name, kernel) == cudaSuccess && name != nullptr) return name;
   (void)cudaGetLastError();
-#else
-  (void)kernel;
-#endif
   return "a kernel";
 }
 

@@ -10,8 +10,8 @@
 //   }
 //
 // The driver functions are fetched at run time through the CUDA runtime
-// (cudaGetDriverEntryPointByVersion), so nothing links against libcuda. Needs CUDA 12.5+ and a
-// driver that has green contexts; elsewhere `sm_partitioning_available` says false.
+// (cudaGetDriverEntryPointByVersion), so nothing links against libcuda. Needs a driver that
+// has green contexts; elsewhere `sm_partitioning_available` says false.
 #pragma once
 
 #include "../devices/detail/driver_api.cuh"
@@ -28,16 +28,8 @@
 #include <utility>
 #include <vector>
 
-#if CUDART_VERSION >= 12050
-#define COHORT_HAS_GREEN_CONTEXTS 1
-#else
-#define COHORT_HAS_GREEN_CONTEXTS 0
-#endif
-
 namespace cohort {
 namespace detail {
-
-#if COHORT_HAS_GREEN_CONTEXTS
 
 struct green_context_api {
   decltype(&::cuDeviceGetDevResource) get_device_resource = nullptr;
@@ -86,8 +78,6 @@ inline void check_driver(CUresult result, std::string_view call, int device) {
                    std::string("(driver result ") + name + ")");
 }
 
-#endif // COHORT_HAS_GREEN_CONTEXTS
-
 // What an `sm_share` holds, as a view: a green context (a CUgreenCtx), its device and its SMs.
 class sm_share_view {
  public:
@@ -102,15 +92,11 @@ class sm_share_view {
 
   // A new non-blocking stream whose kernels run on this share's SMs only; the caller owns it.
   cudaStream_t make_stream() const {
-#if COHORT_HAS_GREEN_CONTEXTS
     CUstream stream = nullptr;
     check_driver(green_context_api::get().create_stream(&stream, static_cast<CUgreenCtx>(handle_),
                                                         CU_STREAM_NON_BLOCKING, 0),
                  "cuGreenCtxStreamCreate", device_.get());
     return reinterpret_cast<cudaStream_t>(stream);
-#else
-    return nullptr;
-#endif
   }
 
  protected:
@@ -132,11 +118,7 @@ class sm_share : public owner<sm_share, sm_share_view> {
   friend class owner<sm_share, sm_share_view>;
 
   static void destroy_handle(void* context) noexcept {
-#if COHORT_HAS_GREEN_CONTEXTS
     (void)green_context_api::get().destroy(static_cast<CUgreenCtx>(context));
-#else
-    (void)context;
-#endif
   }
 };
 
@@ -148,7 +130,6 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
                                        std::string_view argument = "n") {
   const std::string where = "device_group::emulated";
   require_valid_device(device, where, "device");
-#if COHORT_HAS_GREEN_CONTEXTS
   const green_context_api& api = green_context_api::get();
   if (!api.complete)
     throw cuda_error(cudaErrorNotSupported, "cudaGetDriverEntryPointByVersion(cuGreenCtxCreate)",
@@ -198,13 +179,6 @@ inline std::vector<sm_share> split_sms(device_ref device, const std::vector<doub
     next += take;
   }
   return shares;
-#else
-  (void)weights;
-  (void)argument;
-  throw cuda_error(cudaErrorNotSupported, "green contexts", device.get(),
-                   std::source_location::current(),
-                   "cohort was compiled with a CUDA older than 12.5, which has no green contexts.");
-#endif
 }
 
 // Whether COHORT_NO_SM_PARTITIONING=1 is in the environment (see sm_partitioning_available).
@@ -215,19 +189,14 @@ inline bool sm_partitioning_switched_off() {
 
 } // namespace detail
 
-// Whether `device`'s SMs can be split between logical devices (CUDA 12.5+ with a driver that has
-// green contexts). COHORT_NO_SM_PARTITIONING=1 in the environment says false: emulated groups then
+// Whether `device`'s SMs can be split between logical devices (a driver that has green
+// contexts). COHORT_NO_SM_PARTITIONING=1 in the environment says false: emulated groups then
 // share the whole GPU on plain streams (weighted ones too), for tools that cannot follow green
 // contexts (compute-sanitizer's initcheck in CUDA 13.0 crashes the program on their first launch).
 inline bool sm_partitioning_available(device_ref device) {
-#if COHORT_HAS_GREEN_CONTEXTS
   if (device.get() < 0 || device.get() >= device_count()) return false;
   if (detail::sm_partitioning_switched_off()) return false;
   return detail::green_context_api::get().complete;
-#else
-  (void)device;
-  return false;
-#endif
 }
 
 } // namespace cohort

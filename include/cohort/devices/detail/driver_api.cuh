@@ -18,12 +18,8 @@ namespace cohort::detail {
 inline void* driver_entry_point(const char* symbol) noexcept {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
   const cudaError_t status =
       cudaGetDriverEntryPointByVersion(symbol, &p, CUDART_VERSION, cudaEnableDefault, &found);
-#else
-  const cudaError_t status = cudaGetDriverEntryPoint(symbol, &p, cudaEnableDefault, &found);
-#endif
   if (status != cudaSuccess) ignore_cuda_error(status);
   return status == cudaSuccess && found == cudaDriverEntryPointSuccess ? p : nullptr;
 }
