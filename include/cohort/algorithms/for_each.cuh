@@ -85,12 +85,12 @@ void multi_device_for_each(const device_group& group, Range&& range, F f) {
     using element = std::remove_reference_t<decltype(*s.data.data())>;
     for (std::size_t done = 0; done < s.data.size(); done += detail::for_each_piece<element>) {
       const std::size_t count = std::min(detail::for_each_piece<element>, s.data.size() - done);
+      element* const first = s.data.data() + done;
       launch(s.stream,
              {.grid = detail::for_each_grid<element>(count),
               .block = detail::for_each_block,
               .name = "cohort::multi_device_for_each (elements)"},
-             detail::for_each_elements_at<element, F>(s.data.data() + done), s.data.data() + done,
-             count, f);
+             detail::for_each_elements_at<element, F>(first), first, count, f);
     }
   }
 }

@@ -147,9 +147,11 @@ struct reduce_scratch {
   // Member k's slots (its result, then its blocks') and its count.
   partial_slots<T> member(std::size_t k) {
     unsigned char* const at = buffers[1 + k].data();
-    if (capacity[k] == 0) return {reinterpret_cast<maybe<T>*>(at), nullptr};
-    return {reinterpret_cast<maybe<T>*>(at),
-            reinterpret_cast<unsigned*>(at + align_up(reduce_scratch_bytes<T>(capacity[k])))};
+    unsigned* const count =
+        capacity[k] == 0
+            ? nullptr
+            : reinterpret_cast<unsigned*>(at + align_up(reduce_scratch_bytes<T>(capacity[k])));
+    return {reinterpret_cast<maybe<T>*>(at), count};
   }
 };
 
