@@ -53,28 +53,19 @@ inline void check(cudaError_t e, const char* what) {
   cohort::check_cuda(e, what, 0);
 }
 
-// Median host microseconds of `a` and of `b` per call, each to its value, in three alternating
-// rounds of 20 calls after 3 warm-ups.
+// Median host microseconds of `a` and of `b` per call, each to its value: 61 calls of each in
+// turns (bench::medians_in_turns) after 3 warm-ups.
 inline std::pair<double, double> paired_host_us(const std::function<void()>& a,
                                                 const std::function<void()>& b) {
-  auto median_us = [](const std::function<void()>& f) {
-    for (int i = 0; i < 3; ++i)
-      f();
-    std::vector<double> us;
-    for (int i = 0; i < 20; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      us.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return bench::median(us);
-  };
-  std::vector<double> ta, tb;
-  for (int round = 0; round < 3; ++round) {
-    ta.push_back(median_us(a));
-    tb.push_back(median_us(b));
-  }
-  return {bench::median(ta), bench::median(tb)};
+  const auto us = bench::medians_in_turns(
+      [](const std::function<void()>& call) {
+        const auto t0 = std::chrono::steady_clock::now();
+        call();
+        return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+            .count();
+      },
+      {a, b}, 3, 61);
+  return {us[0], us[1]};
 }
 
 enum class operation { sum, min, max, user_sum };

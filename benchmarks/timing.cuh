@@ -39,19 +39,53 @@ inline double time_ms(cohort::stream_ref origin, const std::function<void()>& ru
   return median(ms);
 }
 
-// Median milliseconds of `a` and of `b` (each as time_ms measures it), timed in turns, three
-// rounds each, so that what drifts during a run (clocks, a pool's state) falls on both alike: for
-// ratios that should be 1.
+// Medians of `time(run)` for each of `runs`, sampled in turns after `warmups` runs of each: every
+// sample times each run once, the first one rotating (a b c, then b c a, ...), so that what drifts
+// during a run (clocks, a pool's state) and what one run leaves to the next (a warm L2) fall on all
+// alike: for ratios that should be 1.
+template <class Time>
+std::vector<double> medians_in_turns(Time&& time, const std::vector<std::function<void()>>& runs,
+                                     int warmups, int samples) {
+  for (int i = 0; i < warmups; ++i)
+    for (const auto& run : runs)
+      run();
+  std::vector<std::vector<double>> per(runs.size());
+  for (int i = 0; i < samples; ++i)
+    for (std::size_t j = 0; j < runs.size(); ++j) {
+      const std::size_t k = (std::size_t(i) + j) % runs.size();
+      per[k].push_back(time(runs[k]));
+    }
+  std::vector<double> out;
+  for (auto& v : per)
+    out.push_back(median(std::move(v)));
+  return out;
+}
+
+// Median milliseconds of each of `runs` (each enqueues work ordered after `origin` and joins back
+// to it), timed by events on `origin` in turns (medians_in_turns), `3 * reps` samples each.
+inline std::vector<double> time_ms_in_turns(cohort::stream_ref origin,
+                                            const std::vector<std::function<void()>>& runs,
+                                            int warmups = 3, int reps = 20) {
+  cohort::event start(origin.device(), cohort::event::timing::on);
+  cohort::event stop(origin.device(), cohort::event::timing::on);
+  return medians_in_turns(
+      [&](const std::function<void()>& run) {
+        start.record(origin);
+        run();
+        stop.record(origin);
+        stop.synchronize();
+        return cohort::elapsed(start, stop).count();
+      },
+      runs, warmups, 3 * reps);
+}
+
+// The same for two runs `a` and `b`.
 inline std::pair<double, double> paired_time_ms(cohort::stream_ref origin,
                                                 const std::function<void()>& a,
                                                 const std::function<void()>& b, int warmups = 3,
                                                 int reps = 20) {
-  std::vector<double> ta, tb;
-  for (int round = 0; round < 3; ++round) {
-    ta.push_back(time_ms(origin, a, warmups, reps));
-    tb.push_back(time_ms(origin, b, warmups, reps));
-  }
-  return {median(ta), median(tb)};
+  const auto ms = time_ms_in_turns(origin, {a, b}, warmups, reps);
+  return {ms[0], ms[1]};
 }
 
 // Median host microseconds per call of each of `calls` (each a call, and the sync that ends its
