@@ -19,10 +19,15 @@
 //   6. a group of one on GPU 0 against CUB, 2^20 to 2^30 elements where they fit: inclusive and
 //      exclusive sums of float, double, uint32 and uint64 (cub::DeviceScan), and sorts of uint32,
 //      uint64, float and double keys and of uint32 and uint64 keys with values of their type
-//      (cub::DeviceRadixSort, each run copying the random input over the keys first, on both
-//      sides). The group borrows the benchmark's stream (no fork or join), both sides work on the
-//      same memory, and they are timed in turns (bench::paired_time_ms), below 2^24 elements in
-//      runs of 10 calls (the time per call). The goal: >= 0.98.
+//      (cub::DeviceRadixSort, each run copying the random input over the keys first, on every
+//      side). The group borrows the benchmark's stream (no fork or join), every side works on the
+//      same input and output, and they are timed in turns (bench::time_ms_in_turns), below 2^24
+//      elements in runs of 10 calls (the time per call). The group's scratch comes from an arena
+//      (scoped_scratch_resource) that its CUB baseline uses too: the scan's storage, and for the
+//      sorts CUB's in-place (DoubleBuffer) form passing the keys between the input and the very
+//      scratch cohort's sort uses, with CUB's in/out form beside it. So the ratio is of the same
+//      passes over the same bytes, and what is left is what cohort adds, not where an allocator
+//      put the scratch. The goal: >= 0.98.
 // Usage: scan_sort_bench [largest log2 size, default 30] [--larger GiB]
 #include "timing.cuh"
 
@@ -293,20 +298,55 @@ cohort::distributed_view<T> one_view(const cohort::device_group& one, cohort::de
 // back (as a loop would make them), its time divided by 10.
 constexpr std::size_t batched_below = std::size_t(1) << 24;
 constexpr int batch = 10;
-std::pair<double, double> paired_per_call_ms(cohort::stream_ref origin, std::size_t n,
-                                             const std::function<void()>& cub_call,
-                                             const std::function<void()>& cohort_call,
-                                             int warmups = 3, int reps = 20) {
-  const int calls = n < batched_below ? batch : 1;
-  auto runs_of = [calls](const std::function<void()>& call) {
-    return [&call, calls] {
-      for (int i = 0; i < calls; ++i)
+std::vector<double> per_call_ms(cohort::stream_ref origin, std::size_t n,
+                                const std::vector<std::function<void()>>& calls, int warmups = 3,
+                                int reps = 20) {
+  const int repeat = n < batched_below ? batch : 1;
+  std::vector<std::function<void()>> runs;
+  for (const auto& call : calls)
+    runs.push_back([&call, repeat] {
+      for (int i = 0; i < repeat; ++i)
         call();
-    };
-  };
-  const auto [cub_ms, cohort_ms] =
-      bench::paired_time_ms(origin, runs_of(cub_call), runs_of(cohort_call), warmups, reps);
-  return {cub_ms / calls, cohort_ms / calls};
+    });
+  std::vector<double> ms = bench::time_ms_in_turns(origin, runs, warmups, reps);
+  for (double& m : ms)
+    m /= repeat;
+  return ms;
+}
+
+// One buffer handed out whole, the same bytes each time, to one holder at a time: the scratch of a
+// group of one, which its CUB baseline then uses too, so that both sides work in the same bytes
+// (a scan's look-back state, the keys a sort passes between): a call bound by latency or by
+// scattered writes moves by a few percent with where those lie, in CUB's own calls. An ask it
+// cannot meet (the call would take another path) is counted, and fails the row.
+class arena_resource {
+ public:
+  arena_resource(std::size_t bytes, cohort::stream_ref s)
+      : memory_(bytes, s) {}
+  void* allocate_async(std::size_t bytes, std::size_t, cuda::stream_ref) {
+    if (held_ || bytes > memory_.size()) {
+      ++refused;
+      return nullptr;
+    }
+    held_ = true;
+    return memory_.data();
+  }
+  void deallocate_async(void*, std::size_t, std::size_t, cuda::stream_ref) noexcept {
+    held_ = false;
+  }
+  unsigned char* data() { return memory_.data(); }
+  int refused = 0;
+
+ private:
+  cohort::device_buffer<unsigned char> memory_;
+  bool held_ = false;
+};
+
+// Stops the benchmark where a row's group asked its arena for what it could not give.
+void require_arena_held(const arena_resource& arena, std::size_t n) {
+  if (arena.refused == 0) return;
+  std::printf("| %zu | FAILED: the group's scratch did not fit its arena | | | | | |\n", n);
+  std::exit(1);
 }
 
 template <class T>
@@ -328,54 +368,99 @@ void one_member_scan_rows(cohort::stream_ref origin, std::size_t n, const char* 
                                                        origin.native_handle());
     };
     check(cub(nullptr), "size query");
-    cohort::device_buffer<unsigned char> temp(bytes, origin);
-    const auto [cub_ms, cohort_ms] = paired_per_call_ms(
-        origin, n, [&] { check(cub(temp.data()), "cub::DeviceScan"); },
-        [&] {
-          if (exclusive)
-            cohort::multi_device_exclusive_scan(one, xv, yv, T{}, cuda::std::plus<>{});
-          else
-            cohort::multi_device_inclusive_scan(one, xv, yv, cuda::std::plus<>{});
-        });
+    arena_resource arena(bytes + 4096, origin); // CUB's storage and the group's scratch
+    const cohort::scoped_scratch_resource use(one, arena);
+    const auto ms =
+        per_call_ms(origin, n,
+                    {[&] { check(cub(arena.data()), "cub::DeviceScan"); },
+                     [&] {
+                       if (exclusive)
+                         cohort::multi_device_exclusive_scan(one, xv, yv, T{}, cuda::std::plus<>{});
+                       else
+                         cohort::multi_device_inclusive_scan(one, xv, yv, cuda::std::plus<>{});
+                     }});
+    require_arena_held(arena, n);
     std::printf("| %zu | %s | %s | %.4f | %.4f | %.3f |\n", n, type,
-                exclusive ? "exclusive" : "inclusive", cub_ms, cohort_ms, cub_ms / cohort_ms);
+                exclusive ? "exclusive" : "inclusive", ms[0], ms[1], ms[0] / ms[1]);
   }
   origin.synchronize();
+}
+
+constexpr std::size_t round_up(std::size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+// CUB's radix sort in place (its DoubleBuffer form) of n keys (and values, where Pairs), passing
+// them between `keys` and `values` and the start of `alternate`, its `storage` bytes after them,
+// as cohort's sort on a group of one lays out its scratch. With `alternate` null, a size query:
+// `storage` becomes CUB's, and it returns what the whole needs at `alternate`.
+template <bool Pairs, class K, class V>
+std::size_t cub_sort_in_place(K* keys, V* values, std::size_t n, unsigned char* alternate,
+                              std::size_t& storage, cohort::stream_ref s) {
+  const std::size_t key_bytes = round_up(n * sizeof(K));
+  const std::size_t value_bytes = Pairs ? round_up(n * sizeof(V)) : 0;
+  const bool query = alternate == nullptr;
+  void* temp = query ? nullptr : alternate + key_bytes + value_bytes;
+  cub::DoubleBuffer<K> k(keys, reinterpret_cast<K*>(alternate));
+  if constexpr (Pairs) {
+    cub::DoubleBuffer<V> v(values, query ? nullptr : reinterpret_cast<V*>(alternate + key_bytes));
+    check(cub::DeviceRadixSort::SortPairs(temp, storage, k, v, n, 0, int(8 * sizeof(K)),
+                                          s.native_handle()),
+          "cub::DeviceRadixSort::SortPairs (DoubleBuffer)");
+  } else {
+    check(cub::DeviceRadixSort::SortKeys(temp, storage, k, n, 0, int(8 * sizeof(K)),
+                                         s.native_handle()),
+          "cub::DeviceRadixSort::SortKeys (DoubleBuffer)");
+  }
+  return key_bytes + value_bytes + round_up(storage);
 }
 
 template <class K, class V>
 void one_member_sort_row(cohort::stream_ref origin, std::size_t n, const char* keys_name) {
   constexpr bool pairs = !std::is_same_v<V, void>;
   using value_t = std::conditional_t<pairs, V, unsigned char>;
-  // pristine, in and out keys, in and out values, and both sides' scratch (a copy of each)
+  // pristine, in and out keys, in and out values, CUB's in/out storage (a copy of each) and the
+  // scratch both in-place sorts share (another)
   const double element = double(sizeof(K)) + (pairs ? double(sizeof(value_t)) : 0.0);
   if (!fits(origin.device(), (double(sizeof(K)) + 4.2 * element) * double(n))) {
-    std::printf("| %zu | %s | %s | skipped: does not fit | | |\n", n, keys_name,
+    std::printf("| %zu | %s | %s | skipped: does not fit | | | |\n", n, keys_name,
                 pairs ? keys_name : "none");
     return;
   }
   cub_sort<pairs, K, V> cub(n, origin);
+  std::size_t storage = 0;
+  const std::size_t alternate_bytes =
+      cub_sort_in_place<pairs>(cub.in.data(), cub.vin.data(), n, nullptr, storage, origin);
+  // room for cohort's own size query's answer, the same call's, under its alignment
+  arena_resource arena(alternate_bytes + 4096, origin);
   cohort::device_group one({origin});
   const cohort::distributed_view<K> keys = one_view(one, cub.in);
   const cohort::distributed_view<value_t> values = one_view(one, cub.vin);
-  const auto [cub_ms, cohort_ms] = paired_per_call_ms(
-      origin, n, [&] { cub.run(); },
-      [&] {
-        cub.pristine.copy_to(cub.in, origin);
-        if constexpr (pairs)
-          cohort::multi_device_sort_by_key(one, keys, values);
-        else
-          cohort::multi_device_sort(one, keys);
-      },
-      2, 7);
-  std::printf("| %zu | %s | %s | %.4f | %.4f | %.3f |\n", n, keys_name, pairs ? keys_name : "none",
-              cub_ms, cohort_ms, cub_ms / cohort_ms);
+  const cohort::scoped_scratch_resource use(one, arena);
+  const auto ms = per_call_ms(origin, n,
+                              {[&] { cub.run(); },
+                               [&] {
+                                 cub.pristine.copy_to(cub.in, origin);
+                                 cub_sort_in_place<pairs>(cub.in.data(), cub.vin.data(), n,
+                                                          arena.data(), storage, origin);
+                               },
+                               [&] {
+                                 cub.pristine.copy_to(cub.in, origin);
+                                 if constexpr (pairs)
+                                   cohort::multi_device_sort_by_key(one, keys, values);
+                                 else
+                                   cohort::multi_device_sort(one, keys);
+                               }},
+                              2, 7);
+  require_arena_held(arena, n);
+  std::printf("| %zu | %s | %s | %.4f | %.4f | %.4f | %.3f |\n", n, keys_name,
+              pairs ? keys_name : "none", ms[0], ms[1], ms[2], ms[1] / ms[2]);
   origin.synchronize();
 }
 
 void one_member_tables(cohort::stream_ref origin, int top) {
-  std::printf("\n## group of one: scans against cub::DeviceScan, in batches of %d calls below "
-              "2^24 elements, GPU 0\n\n",
+  std::printf("\n## group of one: scans against cub::DeviceScan (its storage in the same scratch "
+              "as cohort's), in batches of %d calls below 2^24 elements, GPU 0\n\n",
               batch);
   std::printf("| n | type | scan | cub ms | cohort ms | cub / cohort |\n"
               "| --- | --- | --- | --- | --- | --- |\n");
@@ -386,11 +471,12 @@ void one_member_tables(cohort::stream_ref origin, int top) {
     one_member_scan_rows<std::uint32_t>(origin, n, "uint32");
     one_member_scan_rows<std::uint64_t>(origin, n, "uint64");
   }
-  std::printf("\n## group of one: sorts against cub::DeviceRadixSort, in batches of %d calls below "
-              "2^24 elements, GPU 0\n\n",
+  std::printf("\n## group of one: sorts against cub::DeviceRadixSort (in/out, and in place through "
+              "the same scratch as cohort's), in batches of %d calls below 2^24 elements, GPU "
+              "0\n\n",
               batch);
-  std::printf("| n | keys | values | cub ms | cohort ms | cub / cohort |\n"
-              "| --- | --- | --- | --- | --- | --- |\n");
+  std::printf("| n | keys | values | cub in/out ms | cub in place ms | cohort ms | cub / cohort "
+              "|\n| --- | --- | --- | --- | --- | --- | --- |\n");
   for (int lg = 20; lg <= top; lg += 2) {
     const std::size_t n = std::size_t(1) << lg;
     one_member_sort_row<std::uint32_t, void>(origin, n, "uint32");
